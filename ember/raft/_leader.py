@@ -1,0 +1,227 @@
+"""The leader half of RawNode: replication, flow control, commit, heartbeats.
+
+Each peer in `_prs` (voters, learners, and new peers still catching up) is
+sent entries from its `next` index while its Progress is not paused; a peer
+whose next entries are compacted gets the snapshot instead. Heartbeats go
+out every `heartbeat_ticks`: a probe for peers in probe state, otherwise an
+empty append anchored at the peer's match (always accepted, so it can never
+cause a spurious rejection) carrying the commit index up to that match.
+Commit advances to the joint-majority match index, but only over an entry of
+the leader's own term (Raft §5.4.2). Every election timeout the leader checks
+that a quorum answered since the last check, else steps down (lost-quorum).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from . import _follower as fol
+from . import _membership as mem
+from . import quorum
+from .messages import (
+    AppendEntries,
+    AppendEntriesResp,
+    Entry,
+    InstallSnapshot,
+    InstallSnapshotResp,
+    NodeId,
+    TimeoutNow,
+)
+from .progress import Progress
+
+if TYPE_CHECKING:
+    from .node import RawNode
+
+
+def tick_leader(n: RawNode) -> None:
+    n._heartbeat_elapsed += 1
+    n._election_elapsed += 1
+    for pr in n._prs.values():
+        pr.stall_ticks = pr.stall_ticks + 1 if pr.has_outstanding() else 0
+        if pr.stall_ticks >= n.cfg.election_timeout_ticks:
+            pr.become_probe()  # an append or snapshot was lost: start over
+    if n._election_elapsed >= n.cfg.election_timeout_ticks:
+        n._election_elapsed = 0
+        n._transferee = None  # a transfer not done in one timeout is abandoned
+        if not has_active_quorum(n):
+            n._become_follower(n.term, None, "lost-quorum")
+            return
+    mem.tick_change(n)
+    if n.role != "leader":
+        return
+    if n._heartbeat_elapsed >= n.cfg.heartbeat_ticks:
+        n._heartbeat_elapsed = 0
+        for peer, pr in sorted(n._prs.items()):
+            if pr.state == "probe":
+                pr.probe_sent = False
+            if not send_append(n, peer, allow_empty=pr.state == "probe"):
+                send_heartbeat(n, peer)
+
+
+def has_active_quorum(n: RawNode) -> bool:
+    active = {p: True for p, pr in n._prs.items() if pr.recent_active}
+    active[n.id] = True
+    for pr in n._prs.values():
+        pr.recent_active = False
+    return quorum.joint_vote(n._vote_conf(), active) == "won"
+
+
+def sync_progress(n: RawNode, drop: bool) -> None:
+    """Track every member of the configuration; with `drop`, forget others
+    (except new peers a change is still catching up)."""
+    wanted = quorum.members(n.conf) - {n.id}
+    if n._ctx is not None:
+        wanted |= set(n._ctx.waiting)
+    for p in sorted(wanted):
+        if p not in n._prs:
+            n._prs[p] = Progress(n.log.last_index + 1, n.cfg.max_inflight_appends)
+    if drop:
+        for p in list(n._prs):
+            if p not in wanted:
+                del n._prs[p]
+
+
+def append(n: RawNode, entries: list[Entry]) -> None:
+    """Append the leader's own entries, replicate them, and try to commit."""
+    n.log.append(entries)
+    fol.on_appended(n, entries, truncated=False)
+    if n.role != "leader":
+        return
+    sync_progress(n, drop=False)
+    for peer in sorted(n._prs):
+        send_append(n, peer)
+    maybe_commit(n)
+
+
+def send_append(n: RawNode, to: NodeId, allow_empty: bool = False) -> bool:
+    """Send `to` what it lacks, if flow control allows; whether we sent."""
+    pr = n._prs[to]
+    if pr.is_paused():
+        return False
+    prev = pr.next - 1
+    prev_term = n.log.term(prev)
+    if prev_term is None:
+        return send_snapshot(n, to, pr)
+    entries = n.log.slice(pr.next, n.log.last_index + 1, n.cfg.max_entries_per_append)
+    if not entries and not allow_empty:
+        return False
+    n._msgs.append(
+        AppendEntries(
+            group=n.group,
+            src=n.id,
+            dst=to,
+            term=n.term,
+            prev_index=prev,
+            prev_term=prev_term,
+            entries=tuple(entries),
+            commit=n.log.committed,
+        )
+    )
+    pr.sent(entries[-1].index if entries else prev, len(entries))
+    return True
+
+
+def send_snapshot(n: RawNode, to: NodeId, pr: Progress) -> bool:
+    snap = n.log.snapshot
+    if snap is None:  # cannot happen: a compacted prefix implies a snapshot
+        return False
+    pr.become_snapshot(snap.meta.index)
+    n._msgs.append(InstallSnapshot(group=n.group, src=n.id, dst=to, term=n.term, snapshot=snap))
+    n._emit("snapshot-sent", peer=to, index=snap.meta.index, snap_term=snap.meta.term)
+    return True
+
+
+def send_heartbeat(n: RawNode, to: NodeId) -> None:
+    pr = n._prs[to]
+    prev = pr.match if pr.state != "snapshot" else 0
+    prev_term = n.log.term(prev)
+    if prev_term is None:
+        prev, prev_term = 0, 0
+    n._msgs.append(
+        AppendEntries(
+            group=n.group,
+            src=n.id,
+            dst=to,
+            term=n.term,
+            prev_index=prev,
+            prev_term=prev_term,
+            commit=min(n.log.committed, prev),
+        )
+    )
+
+
+def bcast_append(n: RawNode) -> None:
+    """Tell every peer about new entries or, failing that, the new commit."""
+    for peer in sorted(n._prs):
+        if not send_append(n, peer):
+            send_heartbeat(n, peer)
+
+
+def send_timeout_now(n: RawNode, to: NodeId) -> None:
+    n._msgs.append(TimeoutNow(group=n.group, src=n.id, dst=to, term=n.term))
+    n._emit("timeout-now-sent", peer=to)
+
+
+def maybe_commit(n: RawNode) -> bool:
+    """Advance commit to what a (joint) majority holds; whether it moved."""
+    match = {p: pr.match for p, pr in n._prs.items()}
+    match[n.id] = n.log.last_index
+    index = min(quorum.joint_committed(n._commit_conf(), match), n.log.last_index)
+    if index <= n.log.committed:
+        return False
+    if n.log.term(index) != n.term and "commit-previous-term" not in n._bugs:
+        # Raft §5.4.2: count replicas only for entries of our own term.
+        # ("commit-previous-term" is a PLANTED BUG that skips this check.)
+        return False
+    old = n.log.committed
+    n.log.commit_to(index)
+    fol.on_commit_advanced(n, old)
+    if n.role == "leader":
+        bcast_append(n)
+    return True
+
+
+def handle_append_resp(n: RawNode, m: AppendEntriesResp) -> None:
+    pr = n._prs.get(m.src)
+    if pr is None:
+        return
+    pr.recent_active = True
+    if not m.success:
+        if pr.maybe_decrease(m.match_index, m.reject_hint):
+            send_append(n, m.src)
+        return
+    if pr.maybe_update(m.match_index):
+        if pr.state == "probe":
+            pr.become_replicate()
+        elif pr.state == "snapshot" and pr.match >= pr.pending_snapshot:
+            pr.become_probe()
+        maybe_commit(n)
+        if n.role != "leader":
+            return
+        if n._transferee == m.src and pr.match == n.log.last_index:
+            send_timeout_now(n, m.src)
+    mem.check_catchup(n, m.src)
+    if m.src in n._prs:
+        while send_append(n, m.src):
+            pass
+
+
+def handle_snapshot_resp(n: RawNode, m: InstallSnapshotResp) -> None:
+    pr = n._prs.get(m.src)
+    if pr is None:
+        return
+    pr.recent_active = True
+    if not m.success:
+        pr.become_probe()
+        if n._ctx is not None and m.src in n._ctx.waiting:
+            mem.fail_change(n, "ECATCHUP", f"{m.src} failed to install the snapshot")
+        return
+    pr.maybe_update(m.index)
+    if pr.state == "snapshot":
+        pr.become_probe()
+    maybe_commit(n)
+    if n.role != "leader":
+        return
+    mem.check_catchup(n, m.src)
+    if m.src in n._prs:
+        send_append(n, m.src)
