@@ -1,0 +1,62 @@
+"""A cluster whose faults and containers are cleaned up however the run ends.
+
+Theory of operation: `managed_cluster(backend)` brings the backend up and
+yields its nodes and a `Control`. On the way out, whether the body returned,
+raised, or was interrupted by SIGINT (KeyboardInterrupt) or SIGTERM (turned
+into `Terminated` here, since Python would otherwise die without unwinding),
+it heals every fault (`nemesis.heal.heal_all`) and then brings the backend
+down. While cleaning up, further SIGINT/SIGTERM are ignored so an impatient
+second Ctrl-C cannot leave the cleanup half done.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from harness.backends.base import Backend, NodeHandle
+from harness.control import Control, ControlError
+from nemesis.heal import heal_all
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived; raised so that `finally` blocks run."""
+
+
+def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
+    raise Terminated("terminated by SIGTERM")
+
+
+@contextmanager
+def managed_cluster(
+    backend: Backend, *, heal: bool = True
+) -> Iterator[tuple[list[NodeHandle], Control]]:
+    """Bring `backend` up; always heal faults and bring it down afterwards."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    control: Control | None = None
+    try:
+        nodes = backend.up()
+        control = Control(nodes)
+        yield nodes, control
+    finally:
+        if in_main:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            if control is not None:
+                if heal:
+                    try:
+                        heal_all(control)
+                    except ControlError as exc:  # a dead node has nothing left to heal
+                        print(f"warning: healing failed: {exc}", file=sys.stderr)
+                control.close()
+            backend.down()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
