@@ -1,0 +1,78 @@
+"""The linearizability checker as a composable `Checker`.
+
+A thin adapter over helper C's facade, `checkers.linearizability`: it turns
+the run's paired operations into the search's ops for the chosen model,
+runs the search, and translates its verdict (valid / invalid / unknown when
+the budget ran out) into a `CheckerResult`. The facade is imported when the
+check runs, so the rest of the checkers work while it is absent or broken:
+the composer turns the import error into an `unknown` verdict.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from checkers.api import Anomaly, CheckContext, CheckerResult
+
+# The model names the facade implements (docs/models.md), should it fail to import.
+_KNOWN_MODELS = ("register", "cas-register", "kv", "kv-nopart", "etcd", "metastore")
+DEFAULT_MODEL = "kv"
+DEFAULT_TIME_LIMIT_S = 60.0
+
+
+def model_names() -> tuple[str, ...]:
+    """The model names `--model` accepts."""
+    try:
+        from checkers.linearizability import MODELS
+    except Exception:  # the facade's failure is reported when it runs
+        return _KNOWN_MODELS
+    return tuple(MODELS)
+
+
+def model_for(plan: Any, options: Any) -> str:
+    """The model to check against: the option, else the plan's workload's, else kv."""
+    chosen = options.get("model") if hasattr(options, "get") else None
+    if chosen:
+        return str(chosen)
+    workload = plan.get("workload") if hasattr(plan, "get") else None
+    if isinstance(workload, dict) and isinstance(workload.get("model"), str):
+        return str(workload["model"])
+    return DEFAULT_MODEL
+
+
+class LinearizabilityChecker:
+    """Checks the client operations against a sequential model."""
+
+    name = "linearizable"
+
+    def check(self, ctx: CheckContext) -> CheckerResult:
+        """Runs the search; its `unknown` (budget, bad op shape) passes through."""
+        from checkers import linearizability as lin  # late: see the module doc
+
+        model = model_for(ctx.plan, ctx.options)
+        # The nemesis's and admin's ops are not client ops on the model.
+        client_ops = [op for op in ctx.operations if isinstance(op.process, int)]
+        ops = lin.ops_from_history(client_ops, model)
+        limit = float(ctx.options.get("time_limit_s") or DEFAULT_TIME_LIMIT_S)
+        result = lin.check(ops, model, time_limit_s=limit)
+        anomalies: list[Anomaly] = []
+        failure = result.failure
+        if result.valid is False and failure is not None:
+            ids = [u.op.id for u in failure.unplaceable]
+            anomalies.append(
+                Anomaly(
+                    kind="nonlinearizable",
+                    message=f"key {failure.key!r}: no linearization places op(s) {ids}",
+                    ops=ids,
+                )
+            )
+        figures: dict[str, Any] = msgspec.to_builtins(result)
+        return CheckerResult(
+            name=self.name,
+            valid=result.valid,
+            anomalies=anomalies,
+            figures=figures,
+            error=result.reason if result.valid == "unknown" else None,
+        )

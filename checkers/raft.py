@@ -1,0 +1,292 @@
+"""Raft invariants over nodes' audit events (docs/events.md).
+
+Theory of operation: each node's events are replayed in the order the node
+emitted them, one small state per (node, group): its role and term, the
+configuration entries in its log by index, the last config index it saw
+committed, the peers that caught up in the current change, and whether it
+must step down. Global tables span nodes: leaders per (group, term) and the
+committed configuration at each (group, index). The invariants:
+
+- election safety: at most one node becomes leader per (group, term);
+- a node becomes leader only while it is a voter of its configuration;
+- configuration entries follow stable(old) -> joint(new, old) -> stable(new);
+  a repeat of the entry in force is allowed (a new leader re-appends it);
+- a leader appends no configuration entry while one it appended in the same
+  leadership is uncommitted;
+- a leader appends joint(new, old) only after every peer in new - old was
+  reported caught up (`catchup-done`, within its margin) in this change;
+- a leader that commits a stable entry without itself steps down;
+- nodes agree on the configuration committed at each index.
+
+A configuration unknown to the checker (a node that never reported one, or
+restored one from a snapshot) skips the checks that need it rather than
+guessing: the `figures` count how many checks ran.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
+
+Conf = tuple[tuple[str, ...], tuple[str, ...] | None]  # (peers, old_peers or None)
+
+
+def _conf(ev: dict[str, Any]) -> Conf:
+    old = ev.get("old_peers")
+    return tuple(sorted(ev.get("peers") or ())), (None if old is None else tuple(sorted(old)))
+
+
+def _describe(conf: Conf) -> str:
+    peers, old = conf
+    return f"stable{list(peers)}" if old is None else f"joint{list(peers)}<-{list(old)}"
+
+
+def transition_error(prev: Conf, new: Conf) -> str | None:
+    """Why prev -> new is not a legal configuration step, or None if it is."""
+    if new == prev:
+        return None
+    (prev_peers, prev_old), (new_peers, new_old) = prev, new
+    if prev_old is None and new_old == prev_peers:
+        return None  # stable(old) -> joint(new, old)
+    if prev_old is not None and new_old is None and new_peers == prev_peers:
+        return None  # joint(new, old) -> stable(new)
+    if prev_old is None and new_old is None:
+        return "joint-skipped"
+    return "bad-config-transition"
+
+
+class _NodeGroup(msgspec.Struct):
+    """What one node knows about one group, as its events replay."""
+
+    role: str = "follower"
+    term: int = 0
+    applied: Conf | None = None
+    log: dict[int, Conf] = msgspec.field(default_factory=dict)
+    committed_index: int = 0
+    leader_appended: int | None = None  # last config index appended in this leadership
+    caught_up: set[str] = msgspec.field(default_factory=set)
+    margins: dict[str, int] = msgspec.field(default_factory=dict)
+    must_step_down: dict[str, Any] | None = None
+
+
+class RaftChecker:
+    """Checks election safety and change-peers invariants from audit events."""
+
+    name = "raft"
+
+    def check(self, ctx: CheckContext) -> CheckerResult:
+        """Replays every node's audit events; unknown when there are none."""
+        if not ctx.audit:
+            return CheckerResult(name=self.name, valid=UNKNOWN, error="no audit events")
+        run = _Run()
+        for node in sorted(ctx.audit):
+            run.replay(node, ctx.audit[node])
+        return verdict(self.name, run.anomalies, **run.figures())
+
+
+class _Run:
+    def __init__(self) -> None:
+        self.anomalies: list[Anomaly] = []
+        self._seen: set[tuple[str, str, Any]] = set()
+        self.leaders: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+        self.committed: dict[tuple[str, int], tuple[Conf, dict[str, Any]]] = {}
+        self.checked = {"leader-voter": 0, "transition": 0, "joint-catchup": 0}
+
+    def flag(self, kind: str, key: Any, message: str, *events: dict[str, Any]) -> None:
+        group = str(events[0].get("group")) if events else ""
+        if (kind, group, key) in self._seen:
+            return  # one anomaly per fact, however many nodes report it
+        self._seen.add((kind, group, key))
+        when = events[-1].get("mono_ns") if events else None
+        self.anomalies.append(Anomaly(kind=kind, message=message, events=list(events), time=when))
+
+    def figures(self) -> dict[str, Any]:
+        groups = {g for g, _ in self.leaders}
+        return {
+            "groups": len(groups),
+            "terms-with-leader": len(self.leaders),
+            "committed-configs": len(self.committed),
+            "checks": dict(self.checked),
+        }
+
+    def replay(self, node: str, events: list[dict[str, Any]]) -> None:
+        states: dict[str, _NodeGroup] = {}
+        for ev in events:
+            group = ev.get("group")
+            if not isinstance(group, str):
+                continue
+            st = states.setdefault(group, _NodeGroup())
+            kind = str(ev.get("kind"))
+            if st.must_step_down is not None and kind not in _SAME_COMMIT:
+                _stayed(self, node, group, st.must_step_down, f"then emitted {kind} as leader")
+                st.must_step_down = None
+            handler = _HANDLERS.get(kind)
+            if handler is not None:
+                handler(self, node, group, st, ev)
+        for group, st in states.items():
+            if st.must_step_down is not None:
+                _stayed(self, node, group, st.must_step_down, "never stepped down")
+
+
+def _on_role(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    st.role = str(ev.get("role"))
+    st.term = int(ev.get("term") or st.term)
+    if st.role != "leader":
+        st.must_step_down = None
+        return
+    st.leader_appended = None
+    st.caught_up = set()
+    holders = run.leaders.setdefault((group, st.term), {})
+    holders.setdefault(node, ev)
+    if len(holders) > 1:
+        run.flag(
+            "two-leaders",
+            st.term,
+            f"{sorted(holders)} were all leader of {group} in term {st.term}",
+            *holders.values(),
+        )
+    conf = st.log[max(st.log)] if st.log else st.applied
+    if conf is not None:
+        run.checked["leader-voter"] += 1
+        voters = set(conf[0]) | set(conf[1] or ())
+        if node not in voters:
+            run.flag(
+                "leader-not-voter",
+                (node, st.term),
+                f"{node} became leader of {group} in term {st.term} outside {_describe(conf)}",
+                ev,
+            )
+
+
+def _on_step_down(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    if st.must_step_down is not None and ev.get("reason") != "removed":
+        _stayed(run, node, group, st.must_step_down, f"stepped down only for {ev.get('reason')}")
+    st.role = "follower"
+    st.must_step_down = None
+
+
+def _stayed(run: _Run, node: str, group: str, ev: dict[str, Any], why: str) -> None:
+    run.flag(
+        "removed-leader-stayed",
+        (node, ev.get("index")),
+        f"{node} committed {_describe(_conf(ev))} in {group} without itself and {why}",
+        ev,
+    )
+
+
+def _on_applied_conf(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    st.applied = _conf(ev)
+
+
+def _on_change_stage(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    if ev.get("stage") in ("catching-up", "none"):
+        st.caught_up = set()
+
+
+def _on_catchup_done(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    peer = str(ev.get("peer"))
+    margin = st.margins.get(peer)
+    lag = int(ev.get("leader_last") or 0) - int(ev.get("match") or 0)
+    if margin is not None and lag > margin:
+        run.flag(
+            "catchup-outside-margin",
+            (node, peer, ev.get("leader_last")),
+            f"{node} reported {peer} caught up in {group} {lag} entries behind (margin {margin})",
+            ev,
+        )
+        return
+    st.caught_up.add(peer)
+
+
+def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    index, conf = int(ev["index"]), _conf(ev)
+    earlier = [i for i in st.log if i < index]
+    prev = st.log[max(earlier)] if earlier else st.applied
+    for stale in [i for i in st.log if i >= index]:
+        del st.log[stale]  # an append at an existing index truncates the tail
+    st.log[index] = conf
+    if prev is not None:
+        run.checked["transition"] += 1
+        problem = transition_error(prev, conf)
+        if problem is not None:
+            run.flag(
+                problem,
+                index,
+                f"{group} went from {_describe(prev)} to {_describe(conf)} at index {index}",
+                ev,
+            )
+    if st.role != "leader":
+        return
+    if st.leader_appended is not None and st.leader_appended > st.committed_index:
+        run.flag(
+            "two-uncommitted-configs",
+            index,
+            f"{node} appended a config at {index} in {group} while its config at "
+            f"{st.leader_appended} was uncommitted",
+            ev,
+        )
+    st.leader_appended = index
+    peers, old = conf
+    if old is not None and prev != conf:
+        run.checked["joint-catchup"] += 1
+        lagging = sorted(set(peers) - set(old) - st.caught_up)
+        if lagging:
+            run.flag(
+                "joint-before-catchup",
+                index,
+                f"{node} appended {_describe(conf)} in {group} before {lagging} caught up",
+                ev,
+            )
+
+
+def _on_committed(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    index, conf = int(ev["index"]), _conf(ev)
+    st.committed_index = max(st.committed_index, index)
+    first = run.committed.setdefault((group, index), (conf, ev))
+    if first[0] != conf:
+        run.flag(
+            "conflicting-committed-config",
+            index,
+            f"{group} index {index} committed as {_describe(first[0])} and {_describe(conf)}",
+            first[1],
+            ev,
+        )
+    if st.role == "leader" and conf[1] is None and node not in conf[0]:
+        st.must_step_down = ev
+
+
+def _on_snapshot(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    # The snapshot's configuration is not in the event: forget what we knew
+    # rather than judge the next entry against a configuration long gone.
+    st.log.clear()
+    st.applied = _conf(ev) if isinstance(ev.get("peers"), list) else None
+
+
+def _on_catchup_start(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    peer = str(ev.get("peer"))
+    st.caught_up.discard(peer)
+    if isinstance(ev.get("margin"), int):
+        st.margins[peer] = ev["margin"]
+
+
+# What a removed leader may emit while it processes the commit, before it
+# steps down (the core emits these from the same Ready).
+_SAME_COMMIT = frozenset(
+    {"config-committed", "config-applied", "change-stage", "change-done", "applied",
+     "timeout-now-sent", "leader", "role", "step-down"}
+)  # fmt: skip
+
+_HANDLERS = {
+    "role": _on_role,
+    "step-down": _on_step_down,
+    "config-applied": _on_applied_conf,
+    "config-appended": _on_appended,
+    "config-committed": _on_committed,
+    "change-stage": _on_change_stage,
+    "catchup-start": _on_catchup_start,
+    "catchup-done": _on_catchup_done,
+    "snapshot-installed": _on_snapshot,
+}

@@ -1,0 +1,104 @@
+"""`faultline check`: exit codes, results.json, and one-line errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.cli import main
+from tests.checkers.helpers import HistoryBuilder, write_run
+from tests.checkers.strategies import RaftScript
+
+
+def _audit(two_leaders: bool) -> dict[str, list[dict[str, Any]]]:
+    script = RaftScript()
+    script.elect("n1", duplicate="n2" if two_leaders else None)
+    script.change(("n1", "n2", "n4"))
+    return {n: e for n, e in script.events.items() if e}
+
+
+def _run_dir(tmp_path: Path, *, two_leaders: bool = False, audit: bool = True) -> Path:
+    history = HistoryBuilder().op(0, "write", key="k", value=1).lines()
+    return write_run(
+        tmp_path / "run",
+        history,
+        plan={"name": "cli-test", "seed": 42},
+        audit=_audit(two_leaders) if audit else None,
+    )
+
+
+@pytest.mark.parametrize(("two_leaders", "code", "valid"), [(False, 0, True), (True, 1, False)])
+def test_check_exits_by_verdict_and_writes_results(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], two_leaders: bool, code: int, valid: Any
+) -> None:
+    """Exit 0 for valid, 1 for invalid, with results.json in the run dir."""
+    run = _run_dir(tmp_path, two_leaders=two_leaders)
+    assert main(["check", str(run), "--checker", "raft"]) == code
+    results = json.loads((run / "results.json").read_text())
+    assert results["valid"] is valid
+    assert results["test"] == "cli-test"
+    assert results["seed"] == 42
+    assert results["checkers"]["raft"]["valid"] is valid
+    assert "raft" in capsys.readouterr().out
+
+
+def test_check_exits_2_when_undecided(tmp_path: Path) -> None:
+    """A checker that cannot decide (no audit logs) makes the exit code 2."""
+    run = _run_dir(tmp_path, audit=False)
+    assert main(["check", str(run / "history.jsonl"), "--checker", "raft"]) == 2
+    assert json.loads((run / "results.json").read_text())["valid"] == "unknown"
+
+
+def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert "Traceback" not in err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["check", "{tmp}/missing"], "no history at"),
+        (["check", "{run}", "--model", "bogus"], "argument --model: invalid choice: 'bogus'"),
+        (["check", "{run}", "--checker", "nope"], "argument --checker: invalid choice: 'nope'"),
+        (["check", "{run}", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+        (["frobnicate"], "invalid choice: 'frobnicate'"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], args: list[str], expected: str
+) -> None:
+    """Missing files, bad flags and bad names: one stderr line, exit 2."""
+    run = _run_dir(tmp_path)
+    args = [a.format(tmp=tmp_path, run=run) for a in args]
+    with pytest.raises(SystemExit) as exit_:  # noqa: PT012 - argparse exits, main returns
+        code = main(args)
+        raise SystemExit(code)
+    assert exit_.value.code == 2
+    assert expected in _one_line_error(capsys)
+
+
+def test_malformed_history_names_the_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A bad history line is reported with its number, before any checking."""
+    run = _run_dir(tmp_path)
+    good = (run / "history.jsonl").read_bytes()
+    (run / "history.jsonl").write_bytes(good + b'{"index": 9, "time": "late"}\n')
+    assert main(["check", str(run)]) == 2
+    assert "line 3: Expected `int`, got `str` - at `$.time`" in _one_line_error(capsys)
+    assert not (run / "results.json").exists()
+
+
+def test_malformed_plan_is_one_line_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A test.json that is not JSON is named, not a traceback."""
+    run = _run_dir(tmp_path)
+    (run / "test.json").write_text("{nope")
+    assert main(["check", str(run)]) == 2
+    assert "test.json" in _one_line_error(capsys)
