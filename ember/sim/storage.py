@@ -1,0 +1,123 @@
+"""A node's simulated disk: the durable log and hard state, plus what is not
+yet fsync'd.
+
+Theory of operation: the driver writes each Ready to the node's `written`
+view at once (what the process has handed the OS) and to its `durable` view
+only when the simulated fsync completes. A crash throws `written` away and
+rebuilds it from `durable`, so a crash between write and fsync loses exactly
+what was not persisted, and a restart reads back only `durable`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+
+from ember.raft.facade import PersistedState
+from ember.raft.messages import ConfState, Entry, HardState, Snapshot
+
+
+class DiskLog:
+    """A snapshot, the contiguous entries after it, and the hard state."""
+
+    def __init__(self, snapshot: Snapshot | None = None) -> None:
+        self.hard_state = HardState()
+        self.snapshot = snapshot
+        self.entries: list[Entry] = []
+        # Indexes of configuration entries in `entries`, ascending.
+        self.config_indexes: list[int] = []
+
+    @property
+    def snap_index(self) -> int:
+        return self.snapshot.meta.index if self.snapshot else 0
+
+    @property
+    def last_index(self) -> int:
+        return self.snap_index + len(self.entries)
+
+    def term_at(self, index: int) -> int | None:
+        """The term of the entry at `index`; None if compacted away or absent."""
+        snap = self.snap_index
+        if index == snap:
+            return self.snapshot.meta.term if self.snapshot else 0
+        if snap < index <= self.last_index:
+            return self.entries[index - snap - 1].term
+        return None
+
+    def entry(self, index: int) -> Entry | None:
+        """The entry at `index`, or None if compacted away or absent."""
+        snap = self.snap_index
+        if snap < index <= self.last_index:
+            return self.entries[index - snap - 1]
+        return None
+
+    def write(
+        self, snapshot: Snapshot | None, entries: Sequence[Entry], hard_state: HardState | None
+    ) -> None:
+        """Apply one Ready's durable part: snapshot, then entries, then hard state."""
+        if snapshot is not None:
+            self.snapshot = snapshot
+            self.entries = []
+            self.config_indexes = []
+        if entries:
+            self._append(entries)
+        if hard_state is not None:
+            self.hard_state = hard_state
+
+    def _append(self, entries: Sequence[Entry]) -> None:
+        first = entries[0].index
+        snap = self.snap_index
+        if first <= snap:
+            # Entries the snapshot already covers: keep only those after it.
+            entries = [e for e in entries if e.index > snap]
+            if not entries:
+                return
+            first = entries[0].index
+        if first > self.last_index + 1:
+            raise ValueError(f"log gap: writing index {first} after last index {self.last_index}")
+        del self.entries[first - snap - 1 :]
+        del self.config_indexes[bisect.bisect_left(self.config_indexes, first) :]
+        self.entries.extend(entries)
+        self.config_indexes.extend(e.index for e in entries if e.kind == "config")
+
+    def conf_before(self, index: int) -> tuple[int, ConfState | None, int]:
+        """(index, conf, token) of the last configuration strictly before `index`.
+
+        Falls back to the snapshot's configuration; (0, None, 0) if unknown.
+        """
+        pos = bisect.bisect_left(self.config_indexes, index)
+        if pos:
+            e = self.entries[self.config_indexes[pos - 1] - self.snap_index - 1]
+            return e.index, e.conf, e.token
+        if self.snapshot is not None:
+            return self.snap_index, self.snapshot.meta.conf, self.snapshot.meta.conf_token
+        return 0, None, 0
+
+    def compact(self, snapshot: Snapshot) -> None:
+        """Replace the log up to the snapshot's index by the snapshot.
+
+        The snapshot comes from the core (its configuration at that index is
+        the core's to know: a node that joined late never saw the bootstrap).
+        """
+        index = snapshot.meta.index
+        if index <= self.snap_index or self.term_at(index) != snapshot.meta.term:
+            return
+        del self.entries[: index - self.snap_index]
+        self.snapshot = snapshot
+        self.config_indexes = [i for i in self.config_indexes if i > index]
+
+    def copy(self) -> DiskLog:
+        """An independent copy (entries are immutable and shared)."""
+        other = DiskLog(self.snapshot)
+        other.hard_state = self.hard_state
+        other.entries = list(self.entries)
+        other.config_indexes = list(self.config_indexes)
+        return other
+
+    def persisted(self) -> PersistedState | None:
+        """What a restart reads back; None for a node that never wrote anything."""
+        if self.snapshot is None and not self.entries and self.hard_state == HardState():
+            return None
+        return PersistedState(
+            hard_state=self.hard_state, snapshot=self.snapshot, entries=list(self.entries)
+        )
