@@ -175,9 +175,9 @@ def maybe_commit(n: RawNode) -> bool:
         return False
     old = n.log.committed
     n.log.commit_to(index)
+    # Tell the peers first: if this commit removes us, they still learn it.
+    bcast_append(n)
     fol.on_commit_advanced(n, old)
-    if n.role == "leader":
-        bcast_append(n)
     return True
 
 
@@ -200,6 +200,10 @@ def handle_append_resp(n: RawNode, m: AppendEntriesResp) -> None:
             return
         if n._transferee == m.src and pr.match == n.log.last_index:
             send_timeout_now(n, m.src)
+    elif pr.state == "replicate" and pr.is_paused():
+        # Nothing new acknowledged while the window is full (a heartbeat's
+        # answer): an append may be lost, so let one more go (as etcd does).
+        pr.inflight.popleft()
     mem.check_catchup(n, m.src)
     if m.src in n._prs:
         while send_append(n, m.src):

@@ -1,6 +1,6 @@
 """The membership half of RawNode: driving a ChangeContext through its stages.
 
-`changepeers.ChangeContext` decides which stage comes next; this mixin does
+`changepeers.ChangeContext` decides which stage comes next; these functions do
 what each stage needs on the leader: start replicating to new peers and arm
 their catch-up waits, append C(old, new) once they are caught up and the
 previous configuration is committed (never two uncommitted configuration

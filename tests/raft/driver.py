@@ -60,6 +60,8 @@ class Net:
             learners=tuple(sorted(learners)),
         )
         members = set(conf.peers) | set(conf.learners)
+        self.boot_conf = conf
+        self.members = members
         self.nodes: dict[str, RawNode] = {}
         self.disks: dict[str, Disk] = {}
         for i in sorted(ids):
@@ -95,8 +97,10 @@ class Net:
             self.config,
             random.Random(f"{self.seed}-{node_id}-r"),
             persisted=self.disks[node_id].persisted(),
+            # The bootstrap configuration is not in the log: pass it again.
+            conf=self.boot_conf if node_id in self.members else None,
         )
-        self.disks[node_id].applied = [e for e in self.disks[node_id].applied if e.index <= 0]
+        self.disks[node_id].applied = []
 
     def drain(self, node_id: str) -> None:
         """Run the Ready loop of one node until it has nothing more."""
