@@ -26,11 +26,13 @@ from checkers.audit import load_audit
 from checkers.history import Event, load_history, pair
 from checkers.linear import LinearizabilityChecker
 from checkers.raft import RaftChecker
+from checkers.revisions import RevisionChecker
 
 # name -> factory; a new checker is one line here.
 REGISTRY: dict[str, Callable[[], Checker]] = {
     "linearizable": LinearizabilityChecker,
     "raft": RaftChecker,
+    "revisions": RevisionChecker,
 }
 # Checkers that need audit events; skipped by default on a bare history.
 NEEDS_AUDIT = frozenset({"raft", "convergence"})

@@ -132,3 +132,108 @@ def raft_scripts(draw: st.DrawFn, bug: str | None = None) -> dict[str, list[dict
             new = tuple(n for n in NODES if n != script.leader)[:3]
         script.change(new, planted)
     return {n: evs for n, evs in script.events.items() if evs}
+
+
+# --- metastore histories ---------------------------------------------------
+
+REVISION_BUGS = (
+    "stale-revision",
+    "write-revision-not-increasing",
+    "duplicate-write-revision",
+    "watch-gap",
+    "watch-duplicate",
+    "watch-revision-went-back",
+    "watch-before-start",
+)
+
+
+class MetastoreScript:
+    """A linearizable metastore history: each op takes effect as it completes."""
+
+    def __init__(self) -> None:
+        self.events: list[dict[str, Any]] = []
+        self.revision = 0
+        self.writes: list[tuple[str, int]] = []  # (key, revision) in order
+        self.open: dict[int, dict[str, Any]] = {}
+        self.next_process = 0
+
+    def add(self, process: int, type_: str, f: str, **fields: Any) -> None:
+        """Appends one event."""
+        n = len(self.events)
+        self.events.append({"index": n, "time": n * 10, "process": process, "type": type_,
+                            "f": f, **fields})  # fmt: skip
+
+    def invoke(self, f: str, key: str) -> int:
+        """Opens an op on a fresh process; returns the process."""
+        process = self.next_process
+        self.next_process += 1
+        value = {"put": key.upper(), "get": None}[f]
+        self.add(process, "invoke", f, key=key, value=value)
+        self.open[process] = {"f": f, "key": key, "value": value}
+        return process
+
+    def complete(self, process: int, revision: int | None = None) -> None:
+        """Completes an open op; it takes effect now (or reports `revision`)."""
+        op = self.open.pop(process)
+        if op["f"] == "put":
+            self.revision += 1
+            rev = self.revision if revision is None else revision
+            self.writes.append((op["key"], rev))
+            self.add(process, "ok", "put", key=op["key"], value=rev)
+        else:
+            rev = self.revision if revision is None else revision
+            self.add(process, "ok", "get", key=op["key"], value={"revision": rev})
+
+    def watch(self, start: int, deliver: list[tuple[str, int]]) -> None:
+        """A watch over every key from `start`, delivering `deliver` in order."""
+        process = self.invoke("get", "_")  # reserve a process id
+        self.open.pop(process)
+        self.events.pop()
+        self.add(process, "invoke", "watch", value={"prefix": "", "from": start})
+        items = [{"key": k, "revision": r} for k, r in deliver]
+        self.add(process, "ok", "watch", value=items)
+
+    def clean_watch(self, start: int) -> list[tuple[str, int]]:
+        """What a correct watch from `start` delivers."""
+        return [(k, r) for k, r in self.writes if r >= start]
+
+
+@st.composite
+def metastore_histories(draw: st.DrawFn, bug: str | None = None) -> list[dict[str, Any]]:
+    """A history of concurrent puts/gets and a final watch, with `bug` planted."""
+    script = MetastoreScript()
+    keys = ("a", "b", "c")
+    for _ in range(draw(st.integers(min_value=2, max_value=25))):
+        if script.open and draw(st.booleans()):
+            script.complete(draw(st.sampled_from(sorted(script.open))))
+        else:
+            script.invoke(draw(st.sampled_from(("put", "get"))), draw(st.sampled_from(keys)))
+    while script.open:
+        script.complete(min(script.open))
+    if script.revision < 2:  # every bug below needs two writes to misorder
+        for key in keys[:2]:
+            script.complete(script.invoke("put", key))
+    top = script.revision
+    if bug == "stale-revision":
+        script.complete(script.invoke("get", "a"), revision=draw(st.integers(0, top - 1)))
+    elif bug == "write-revision-not-increasing":
+        script.complete(script.invoke("put", "a"), revision=draw(st.integers(1, top)))
+    elif bug == "duplicate-write-revision":
+        first, second = script.invoke("put", "a"), script.invoke("put", "b")
+        script.complete(first)
+        script.complete(second, revision=script.revision)
+    # Two or more deliveries, so a gap can sit before the last one.
+    start = draw(st.integers(min_value=1, max_value=top - 1))
+    deliver = script.clean_watch(start)
+    if bug == "watch-gap":
+        del deliver[draw(st.integers(0, len(deliver) - 2))]  # not the last: that's a cut
+    elif bug == "watch-duplicate":
+        at = draw(st.integers(0, len(deliver) - 1))
+        deliver.insert(at, deliver[at])
+    elif bug == "watch-revision-went-back":
+        at = draw(st.integers(0, len(deliver) - 2))
+        deliver[at], deliver[at + 1] = deliver[at + 1], deliver[at]
+    elif bug == "watch-before-start":
+        deliver.insert(0, script.writes[0] if start > 1 else ("z", 0))
+    script.watch(start, deliver)
+    return script.events

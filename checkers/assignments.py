@@ -1,0 +1,235 @@
+"""Rebalance invariants over the assignment keys and rebalance requests.
+
+Theory of operation. Each zone partition has the metastore keys
+`zone.<id>.assignments.{stable,pending,planned,change,cancel}` (an event may
+name them in full or by the last part). Nodes report every write to them as
+an `assignments-written` audit event: {zone, partition, revision, keys:
+{key: {old, new}}} and optionally `group` (the partition's Raft group,
+`part-<partition>` when absent). Values: an assignment is a list of node
+ids (or {"peers": [...]}), empty or null meaning absent; `change` is a
+number (the trigger's revision or timestamp); `cancel` is
+{"old": [...], "new": [...], "pending_revision": int}.
+
+The checker dedupes writes by (zone, partition, revision) and replays them
+in revision order, rebuilding each partition's keys, and checks:
+
+- per node, the revisions it reports for a partition never go back;
+- two reports of one revision agree; each write's `old` is the previous
+  `new` of that key (no lost or reordered write);
+- planned exists only while pending exists;
+- the change trigger only increases;
+- stable moves to a new peer set only after the partition's Raft group
+  committed the stable configuration with exactly those peers (by `wall`
+  time, when both events carry one);
+- a cancel is written only while pending was last written at the revision
+  the cancel names.
+
+From `rebalance-request` / `cancel-request` events: a request applied by a
+primary is never older than its last seen revision, which never goes back;
+and a cancel never reverts (outcome `cancelled`) a group that had already
+committed the cancelled change's new configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from checkers.api import Anomaly
+
+Audit = dict[str, list[dict[str, Any]]]
+PartitionKey = tuple[Any, Any]  # (zone, partition)
+Commits = dict[str, list[tuple[tuple[str, ...], Any]]]  # group -> [(stable peers, wall)]
+
+
+def peers_of(value: Any) -> tuple[str, ...] | None:
+    """An assignment value as a sorted peer tuple; None when absent or empty."""
+    if isinstance(value, dict):
+        value = value.get("peers")
+    if not value or not isinstance(value, list | tuple):
+        return None
+    return tuple(sorted(str(p) for p in value))
+
+
+def _short(key: str) -> str:
+    return key.rsplit(".", 1)[-1]
+
+
+def _flag(out: list[Anomaly], kind: str, message: str, *events: dict[str, Any]) -> None:
+    revisions = [ev["revision"] for ev in events if isinstance(ev.get("revision"), int)]
+    when = events[-1].get("wall") if events else None
+    out.append(
+        Anomaly(kind=kind, message=message, events=list(events), revisions=revisions, time=when)
+    )
+
+
+def _events(audit: Audit, kinds: tuple[str, ...]) -> Iterator[tuple[str, dict[str, Any]]]:
+    for node in sorted(audit):
+        for ev in audit[node]:
+            if ev.get("kind") in kinds:
+                yield node, ev
+
+
+def committed_stable(audit: Audit) -> Commits:
+    """Per group, the stable configurations committed: (peers, wall) per report."""
+    out: Commits = {}
+    for _, ev in _events(audit, ("config-committed",)):
+        if ev.get("stage") == "stable" and isinstance(ev.get("group"), str):
+            out.setdefault(ev["group"], []).append(
+                (peers_of(ev.get("peers")) or (), ev.get("wall"))
+            )
+    return out
+
+
+def _committed_before(commits: list[tuple[tuple[str, ...], Any]], peers: Any, wall: Any) -> bool:
+    for committed, at in commits:
+        if committed == peers and (at is None or wall is None or at <= wall):
+            return True
+    return False
+
+
+def check_assignments(audit: Audit) -> tuple[list[Anomaly], dict[str, Any]]:
+    """Runs every rule of the module doc; returns anomalies and figures."""
+    out: list[Anomaly] = []
+    writes = _collect_writes(audit, out)
+    commits = committed_stable(audit)
+    for part in sorted(writes, key=repr):
+        replay = _Partition(part, commits, out)
+        for rev in sorted(writes[part]):
+            replay.apply(writes[part][rev])
+    requests = _check_requests(audit, commits, out)
+    figures = {
+        "partitions": len(writes),
+        "writes": sum(len(w) for w in writes.values()),
+        "requests": requests,
+    }
+    return out, figures
+
+
+def _collect_writes(
+    audit: Audit, out: list[Anomaly]
+) -> dict[PartitionKey, dict[int, dict[str, Any]]]:
+    writes: dict[PartitionKey, dict[int, dict[str, Any]]] = {}
+    last_seen: dict[tuple[str, PartitionKey], dict[str, Any]] = {}
+    for node, ev in _events(audit, ("assignments-written",)):
+        rev = ev.get("revision")
+        if not isinstance(rev, int) or not isinstance(ev.get("keys"), dict):
+            _flag(out, "assignments-malformed", f"{node}: no integer revision or keys", ev)
+            continue
+        part = (ev.get("zone"), ev.get("partition"))
+        prev = last_seen.get((node, part))
+        if prev is not None and rev < prev["revision"]:
+            _flag(
+                out,
+                "assignment-revision-went-back",
+                f"{node} reported zone {part[0]} partition {part[1]} at revision {rev} "
+                f"after {prev['revision']}",
+                prev,
+                ev,
+            )
+        last_seen[(node, part)] = ev
+        first = writes.setdefault(part, {}).setdefault(rev, ev)
+        if first is not ev and first["keys"] != ev["keys"]:
+            _flag(
+                out,
+                "assignment-write-conflict",
+                f"two reports of revision {rev} for {part} disagree",
+                first,
+                ev,
+            )
+    return writes
+
+
+class _Partition:
+    """One partition's assignment keys as its writes replay in revision order."""
+
+    def __init__(self, part: PartitionKey, commits: Commits, out: list[Anomaly]) -> None:
+        self.state: dict[str, Any] = {}
+        self.written_at: dict[str, int] = {}
+        self.where = f"zone {part[0]} partition {part[1]}"
+        self.group = f"part-{part[1]}"
+        self.commits = commits
+        self.out = out
+
+    def apply(self, ev: dict[str, Any]) -> None:
+        """Checks one write against the state before it, then applies it."""
+        keys = {_short(k): v for k, v in ev["keys"].items()}
+        for key, change in keys.items():
+            if isinstance(change, dict):
+                self.check_key(ev, key, change.get("old"), change.get("new"))
+            else:
+                self.check_key(ev, key, self.state.get(key), change)
+        for key, change in keys.items():
+            self.state[key] = change.get("new") if isinstance(change, dict) else change
+            self.written_at[key] = ev["revision"]
+        if peers_of(self.state.get("planned")) and not peers_of(self.state.get("pending")):
+            self.flag("planned-without-pending", "planned is set but pending is empty", ev)
+
+    def flag(self, kind: str, message: str, ev: dict[str, Any]) -> None:
+        _flag(self.out, kind, f"{self.where} at revision {ev['revision']}: {message}", ev)
+
+    def check_key(self, ev: dict[str, Any], key: str, old: Any, new: Any) -> None:
+        """The rules on one key's write (see the module doc)."""
+        if key in self.state and old != self.state[key]:
+            self.flag("assignment-chain-broken", f"{key} written from {old!r} while it held "
+                      f"{self.state[key]!r}", ev)  # fmt: skip
+        was, now = _num(old), _num(new)
+        if key == "change" and was is not None and now is not None and now <= was:
+            self.flag("change-trigger-not-increasing", f"change went from {old} to {new}", ev)
+        target, before = peers_of(new), peers_of(old)
+        if key == "stable" and target and before and target != before:
+            group = ev.get("group") or self.group
+            if not _committed_before(self.commits.get(group, []), target, ev.get("wall")):
+                self.flag("stable-before-commit", f"stable set to {list(target)} before "
+                          f"{group} committed that configuration", ev)  # fmt: skip
+        if key == "cancel" and isinstance(new, dict) and "pending_revision" in new:
+            named, actual = new["pending_revision"], self.written_at.get("pending")
+            if named != actual:
+                self.flag("cancel-wrong-pending", f"cancel names pending revision {named}, "
+                          f"but pending was last written at {actual}", ev)  # fmt: skip
+
+
+def _num(value: Any) -> float | None:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    return None
+
+
+def _check_requests(audit: Audit, commits: Commits, out: list[Anomaly]) -> int:
+    seen: dict[tuple[str, Any], dict[str, Any]] = {}
+    count = 0
+    for node, ev in _events(audit, ("rebalance-request", "cancel-request")):
+        count += 1
+        req, last = _num(ev.get("request_revision")), _num(ev.get("last_seen_revision"))
+        key = (node, ev.get("partition"))
+        prev = seen.get(key)
+        before = None if prev is None else _num(prev.get("last_seen_revision"))
+        if prev is not None and last is not None and before is not None and last < before:
+            _flag(
+                out,
+                "last-seen-went-back",
+                f"{node} partition {key[1]}: last seen revision went from {before:g} to {last:g}",
+                prev,
+                ev,
+            )
+        if last is not None:
+            seen[key] = ev
+        applied = ev.get("direction") == "applied" or ev.get("outcome") == "cancelled"
+        if applied and req is not None and last is not None and req < last:
+            _flag(
+                out,
+                "stale-request-applied",
+                f"{node} applied a {ev['kind']} of revision {req:g} below its last seen {last:g}",
+                ev,
+            )
+        if ev["kind"] == "cancel-request" and ev.get("outcome") == "cancelled":
+            group = ev.get("group") or f"part-{ev.get('partition')}"
+            new = peers_of(ev.get("peers"))
+            if new and _committed_before(commits.get(group, []), new, ev.get("wall")):
+                _flag(
+                    out,
+                    "cancel-reverted-new-config",
+                    f"{node} cancelled a change of {group} already committed at {list(new)}",
+                    ev,
+                )
+    return count

@@ -1,0 +1,172 @@
+"""Revision ordering of metastore operations and watch streams.
+
+Theory of operation. The metastore has one global revision, bumped once by
+every write; its client reports the revision with each completion (the
+`revision` field, or the model's output: an int for put/delete, a dict with
+`revision` for get/invoke; docs/models.md). An operation that reports a
+revision is a metastore operation; others are ignored. Over those:
+
+- a write (put, or an invoke whose taken branch writes) has a revision
+  greater than every revision observed by an operation (hence every write)
+  that completed before it was invoked, and no two writes share a revision;
+- no operation observes a revision older than one an operation that
+  completed before it was invoked observed (no stale read).
+
+Real time is the history's index order. A sweep over operations by invoke
+index, with completions fed in by complete index, keeps the highest revision
+completed so far: O(n log n).
+
+A watch is one operation, `f: "watch"`, invoked with `value`
+{"key": k} or {"prefix": p}, plus "from": the revision to resume at; it
+completes (ok, or info when cut off) with the events delivered, in order,
+as a list of {"key", "revision", ...}. Each watch delivers revisions that
+never go back (one atomic invoke may deliver several keys at one revision),
+no (key, revision) twice, nothing before `from`, and nothing is missing: every
+acknowledged write to its range whose revision lies between `from` and the
+last delivered revision was delivered.
+
+The assignment-key rules (rebalance) are in checkers/assignments.py and run
+here too when the run has audit events.
+"""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from checkers.api import Anomaly, CheckContext, CheckerResult, verdict
+from checkers.assignments import check_assignments
+from checkers.history import Operation
+
+
+def revision_of(op: Operation) -> int | None:
+    """The revision an ok metastore operation reports, or None."""
+    if op.type != "ok" or op.f == "watch":
+        return None
+    if op.revision is not None:
+        return op.revision
+    result = op.result
+    if isinstance(result, int) and not isinstance(result, bool) and op.f in ("put", "delete"):
+        return result
+    if isinstance(result, dict) and isinstance(result.get("revision"), int):
+        return int(result["revision"])
+    return None
+
+
+def written_keys(op: Operation) -> list[Any]:
+    """The keys an operation certainly wrote (empty for reads and no-op invokes)."""
+    if op.f == "put":
+        return [op.key]
+    if op.f == "invoke" and isinstance(op.value, dict):
+        branch = "then"
+        if isinstance(op.result, dict) and op.result.get("succeeded") is False:
+            branch = "else"
+        writes = op.value.get(branch) or []
+        return [w.get("key") for w in writes if isinstance(w, dict)]
+    return []
+
+
+class RevisionChecker:
+    """Checks revision ordering, watches and (with audit events) assignments."""
+
+    name = "revisions"
+
+    def check(self, ctx: CheckContext) -> CheckerResult:
+        """Valid when no ordering rule is broken; figures count what was checked."""
+        ops = [(op, rev) for op in ctx.operations if (rev := revision_of(op)) is not None]
+        anomalies = check_order(ops)
+        watches = [op for op in ctx.operations if op.f == "watch" and isinstance(op.result, list)]
+        writes = [(op, rev) for op, rev in ops if written_keys(op)]
+        for watch in watches:
+            anomalies.extend(check_watch(watch, writes))
+        figures: dict[str, Any] = {"ops": len(ops), "writes": len(writes), "watches": len(watches)}
+        if ctx.audit:
+            found, assignment_figures = check_assignments(ctx.audit)
+            anomalies.extend(found)
+            figures["assignments"] = assignment_figures
+        return verdict(self.name, anomalies, **figures)
+
+
+def check_order(ops: list[tuple[Operation, int]]) -> list[Anomaly]:
+    """The real-time rules over (op, revision) pairs; see the module doc."""
+    anomalies: list[Anomaly] = []
+    by_rev: dict[int, Operation] = {}
+    completions = [(op.complete_index, i) for i, (op, _) in enumerate(ops)]
+    heapq.heapify(completions)
+    best: tuple[int, Operation] | None = None  # highest revision completed so far
+    for op, rev in sorted(ops, key=lambda pair: pair[0].invoke_index):
+        while completions and (completions[0][0] or 0) < op.invoke_index:
+            done, done_rev = ops[heapq.heappop(completions)[1]]
+            if best is None or done_rev > best[0]:
+                best = (done_rev, done)
+        if written_keys(op):
+            twin = by_rev.setdefault(rev, op)
+            if twin is not op:
+                anomalies.append(_pair("duplicate-write-revision", "shares", twin, op, rev, rev))
+            # A write bumps the revision past everything already observed.
+            if best is not None and rev <= best[0]:
+                anomalies.append(
+                    _pair("write-revision-not-increasing", "is not above", best[1], op,
+                          best[0], rev)
+                )  # fmt: skip
+        elif best is not None and rev < best[0]:
+            anomalies.append(_pair("stale-revision", "is older than", best[1], op, best[0], rev))
+    return anomalies
+
+
+def _pair(kind: str, verb: str, first: Operation, then: Operation, r1: int, r2: int) -> Anomaly:
+    return Anomaly(
+        kind=kind,
+        message=f"op {then.invoke_index} ({then.f}, revision {r2}) {verb} revision {r1} of "
+        f"op {first.invoke_index} ({first.f}), which completed before it was invoked",
+        ops=[first.invoke_index, then.invoke_index],
+        revisions=[r1, r2],
+        time=then.invoke_time,
+    )
+
+
+def _covers(spec: dict[str, Any], key: Any) -> bool:
+    if "key" in spec:
+        return bool(key == spec["key"])
+    prefix = spec.get("prefix", "")
+    return isinstance(key, str) and isinstance(prefix, str) and key.startswith(prefix)
+
+
+def check_watch(watch: Operation, writes: list[tuple[Operation, int]]) -> list[Anomaly]:
+    """One watch stream's rules against the acknowledged writes; see the module doc."""
+    spec = watch.value if isinstance(watch.value, dict) else {}
+    start = int(spec.get("from") or 0)
+    found: list[Anomaly] = []
+
+    def flag(kind: str, message: str, revisions: list[int], ops: list[int] | None = None) -> None:
+        found.append(
+            Anomaly(kind=kind, message=f"watch op {watch.invoke_index}: {message}",
+                    ops=[watch.invoke_index, *(ops or [])], revisions=revisions,
+                    time=watch.invoke_time)
+        )  # fmt: skip
+
+    delivered: set[tuple[Any, int]] = set()
+    last = None
+    for item in watch.result:
+        key, rev = item.get("key"), item.get("revision")
+        if not isinstance(rev, int):
+            flag("watch-malformed", f"event {item!r} has no integer revision", [])
+            return found
+        if rev < start:
+            flag("watch-before-start", f"delivered revision {rev} before from={start}", [rev])
+        if last is not None and rev < last:
+            flag("watch-revision-went-back", f"delivered {rev} after {last}", [last, rev])
+        if (key, rev) in delivered:
+            flag("watch-duplicate", f"delivered {key!r}@{rev} twice", [rev])
+        if not _covers(spec, key):
+            flag("watch-outside-range", f"delivered {key!r}, outside {spec!r}", [rev])
+        delivered.add((key, rev))
+        last = rev if last is None else max(last, rev)
+    if last is None:
+        return found
+    for op, rev in writes:
+        if start <= rev <= last:
+            for key in written_keys(op):
+                if _covers(spec, key) and (key, rev) not in delivered:
+                    flag("watch-gap", f"missed {key!r}@{rev}", [rev], [op.invoke_index])
+    return found

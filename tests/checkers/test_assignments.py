@@ -1,0 +1,142 @@
+"""Rebalance invariants over assignments-written and request audit events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.assignments import check_assignments
+
+OLD, NEW, OTHER = ["n1", "n2", "n3"], ["n1", "n2", "n4"], ["n1", "n4", "n5"]
+
+
+def _write(rev: int, wall: float, **keys: Any) -> dict[str, Any]:
+    return {
+        "kind": "assignments-written",
+        "zone": 1,
+        "partition": 0,
+        "revision": rev,
+        "wall": wall,
+        "keys": {f"zone.1.assignments.{k}": v for k, v in keys.items()},
+    }
+
+
+def _commit(peers: list[str], wall: float) -> dict[str, Any]:
+    return {
+        "kind": "config-committed",
+        "group": "part-0",
+        "stage": "stable",
+        "index": 9,
+        "peers": peers,
+        "old_peers": None,
+        "wall": wall,
+    }
+
+
+def _request(kind: str, req: int, last: int, **more: Any) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "partition": 0,
+        "request_revision": req,
+        "last_seen_revision": last,
+        "peers": NEW,
+        **more,
+    }
+
+
+def _clean() -> dict[str, list[dict[str, Any]]]:
+    """A rebalance OLD -> NEW with a planned OTHER queued behind it, done right."""
+    return {
+        "n1": [
+            _write(1, 1.0, stable={"old": None, "new": OLD}),
+            _write(2, 2.0, pending={"old": None, "new": NEW}, change={"old": None, "new": 10}),
+            _request("rebalance-request", 2, 1, direction="applied"),
+            _write(3, 3.0, planned={"old": None, "new": OTHER}, change={"old": 10, "new": 11}),
+            _write(
+                4,
+                5.0,
+                stable={"old": OLD, "new": NEW},
+                pending={"old": NEW, "new": OTHER},
+                planned={"old": OTHER, "new": None},
+            ),
+            _write(
+                5,
+                6.0,
+                cancel={"old": None, "new": {"old": NEW, "new": OTHER, "pending_revision": 4}},
+            ),
+        ],
+        "n2": [
+            _commit(NEW, 4.0),
+            _write(
+                4,
+                5.1,
+                stable={"old": OLD, "new": NEW},
+                pending={"old": NEW, "new": OTHER},
+                planned={"old": OTHER, "new": None},
+            ),
+        ],
+    }
+
+
+def test_clean_rebalance_passes() -> None:
+    """pending -> stable after the commit, planned behind pending, a matching cancel."""
+    anomalies, figures = check_assignments(_clean())
+    assert anomalies == []
+    assert figures == {"partitions": 1, "writes": 5, "requests": 1}
+
+
+def _mutate(kind: str, audit: dict[str, list[dict[str, Any]]]) -> None:
+    n1 = audit["n1"]
+    if kind == "planned-without-pending":
+        n1[1]["keys"]["zone.1.assignments.pending"]["new"] = None
+    elif kind == "change-trigger-not-increasing":
+        n1[3]["keys"]["zone.1.assignments.change"]["new"] = 9
+    elif kind == "stable-before-commit":
+        audit["n2"][0]["wall"] = 5.5
+    elif kind == "cancel-wrong-pending":
+        n1[5]["keys"]["zone.1.assignments.cancel"]["new"]["pending_revision"] = 2
+    elif kind == "assignment-chain-broken":
+        n1[4]["keys"]["zone.1.assignments.pending"]["old"] = OTHER
+    elif kind == "assignment-revision-went-back":
+        n1[3], n1[4] = n1[4], n1[3]
+    elif kind == "assignment-write-conflict":
+        audit["n2"][1]["keys"]["zone.1.assignments.stable"]["new"] = OTHER
+    elif kind == "stale-request-applied":
+        n1.append(_request("rebalance-request", 2, 4, direction="applied"))
+    elif kind == "last-seen-went-back":
+        n1.append(_request("rebalance-request", 4, 0, direction="ignored"))
+    elif kind == "cancel-reverted-new-config":
+        n1.append(
+            _request("cancel-request", 5, 5, direction="received", outcome="cancelled", wall=7.0)
+        )
+
+
+@pytest.mark.parametrize(
+    "kind",
+    [
+        "planned-without-pending",
+        "change-trigger-not-increasing",
+        "stable-before-commit",
+        "cancel-wrong-pending",
+        "assignment-chain-broken",
+        "assignment-revision-went-back",
+        "assignment-write-conflict",
+        "stale-request-applied",
+        "last-seen-went-back",
+        "cancel-reverted-new-config",
+    ],
+)
+def test_each_planted_rebalance_anomaly_is_flagged(kind: str) -> None:
+    """Breaking one rule of the rebalance protocol is reported under its kind."""
+    audit = _clean()
+    _mutate(kind, audit)
+    anomalies, _ = check_assignments(audit)
+    assert kind in {a.kind for a in anomalies}, anomalies
+
+
+def test_cancel_before_the_new_config_committed_is_fine() -> None:
+    """Cancelling a change whose new configuration never committed reverts nothing."""
+    audit = _clean()
+    audit["n1"].append(_request("cancel-request", 5, 5, outcome="cancelled", wall=3.5, peers=OTHER))
+    assert check_assignments(audit)[0] == []
