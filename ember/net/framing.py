@@ -1,0 +1,84 @@
+"""Wire framing for ember's node-to-node connections.
+
+A frame is a 4-byte big-endian length followed by that many bytes of
+msgpack (msgspec). The first frame each side sends is a `Hello`; every later
+frame is one `Message` of the Raft core's union, whose own tag says which
+kind it is and whose `group` field says which Raft group it belongs to, so
+one connection carries every group. A length above the receiver's limit, or
+bytes that do not decode, is a `FrameError`: the connection that carried it
+is closed, the node carries on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+
+import msgspec
+
+from ember.raft.messages import Message, NodeId
+
+PROTOCOL_VERSION = 1
+DEFAULT_MAX_FRAME_BYTES = 64 << 20
+_LENGTH = struct.Struct(">I")
+
+
+class FrameError(Exception):
+    """A peer sent a frame this node will not read; close its connection."""
+
+
+class Hello(msgspec.Struct, frozen=True, kw_only=True):
+    """The handshake: who is talking to whom, in which protocol version."""
+
+    version: int
+    src: NodeId
+    dst: NodeId
+
+
+_encoder = msgspec.msgpack.Encoder()
+_message_decoder = msgspec.msgpack.Decoder(Message)
+_hello_decoder = msgspec.msgpack.Decoder(Hello)
+
+
+def encode_frame(obj: Message | Hello) -> bytes:
+    """Length prefix plus msgpack body of one message or handshake."""
+    body = _encoder.encode(obj)
+    return _LENGTH.pack(len(body)) + body
+
+
+async def read_body(reader: asyncio.StreamReader, max_frame_bytes: int) -> bytes | None:
+    """Read one frame's body; None at a clean end of stream between frames.
+
+    Raises FrameError for a length above `max_frame_bytes`, and
+    asyncio.IncompleteReadError if the stream ends inside a frame.
+    """
+    try:
+        header = await reader.readexactly(_LENGTH.size)
+    except asyncio.IncompleteReadError as exc:
+        if not exc.partial:
+            return None
+        raise
+    (length,) = _LENGTH.unpack(header)
+    if length > max_frame_bytes:
+        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_frame_bytes}")
+    return await reader.readexactly(length)
+
+
+def decode_message(body: bytes) -> Message:
+    """Decode a message frame body; FrameError if it is not a valid Message."""
+    try:
+        msg: Message = _message_decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise FrameError(f"undecodable message frame ({len(body)} bytes): {exc}") from exc
+    return msg
+
+
+def decode_hello(body: bytes) -> Hello:
+    """Decode a handshake body; FrameError if it is not a valid Hello."""
+    try:
+        hello = _hello_decoder.decode(body)
+    except msgspec.DecodeError as exc:
+        raise FrameError(f"undecodable handshake ({len(body)} bytes): {exc}") from exc
+    if hello.version != PROTOCOL_VERSION:
+        raise FrameError(f"protocol version {hello.version}, expected {PROTOCOL_VERSION}")
+    return hello

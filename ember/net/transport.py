@@ -1,0 +1,426 @@
+"""asyncio TCP transport between ember nodes: one connection per node pair.
+
+Theory of operation
+-------------------
+- **One connection per pair.** Of two nodes, the one with the smaller id
+  dials and the other accepts; the connection then carries messages both
+  ways and for every Raft group (each `Message` names its group). Dialing
+  from one side only means two nodes never race to open two connections.
+- **Handshake.** The dialer's first frame is `Hello(src, dst)`; the acceptor
+  checks that it is the `dst`, that `src` is a known peer that should dial it,
+  and answers with its own `Hello`. An accepted connection from a peer that
+  already has one replaces it: the peer restarted and the old one is dead.
+- **Sending never blocks.** `send()` encodes the message and appends the
+  frame to the destination's bounded queue, dropping the OLDEST frames when
+  the queue is over its message or byte bound (counted in `dropped_overflow`):
+  during a partition memory stays bounded, and when it heals the freshest
+  messages go first. Raft tolerates the loss: it retries from its own state.
+  A frame above the size limit is dropped at once (`dropped_oversize`).
+  While a connection is up, one writer task per peer drains its queue.
+- **Reconnect.** The dialer retries with jittered exponential backoff drawn
+  from the seeded `random.Random` it was given; a connection that lived at
+  least `stable_after_s` resets the backoff.
+- **Bad input.** A frame over the size limit, one that does not decode, or a
+  message not from the connection's peer closes that connection with a
+  logged error; the node itself never stops for a peer's fault. An exception
+  from `on_message` is logged and the connection carries on.
+- **Dead peers.** TCP_USER_TIMEOUT and keepalive make the kernel drop a
+  connection whose peer vanished (partition, power cut) within seconds,
+  instead of the default quarter of an hour, so the dialer can reconnect.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.net.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    FrameError,
+    Hello,
+    decode_hello,
+    decode_message,
+    encode_frame,
+    read_body,
+)
+from ember.raft.messages import Message, NodeId
+
+log = logging.getLogger(__name__)
+
+Address = tuple[str, int]
+# Frames written to the socket per write call, at most (bytes).
+_WRITE_CHUNK_BYTES = 1 << 20
+
+
+@dataclass(slots=True)
+class PeerStats:
+    """Counters of one peer's link."""
+
+    queued: int = 0
+    queued_bytes: int = 0
+    sent: int = 0
+    received: int = 0
+    dropped_overflow: int = 0
+    dropped_oversize: int = 0
+    connects: int = 0
+    bad_frames: int = 0
+
+
+@dataclass(slots=True)
+class _Peer:
+    id: NodeId
+    addr: Address | None
+    queue: deque[bytes] = field(default_factory=deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    stats: PeerStats = field(default_factory=PeerStats)
+    conn: asyncio.Task[None] | None = None
+    dialer: asyncio.Task[None] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TransportConfig:
+    """Bounds and timings; the defaults suit a LAN cluster."""
+
+    max_queue_msgs: int = 4096
+    max_queue_bytes: int = 32 << 20
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    backoff_base_s: float = 0.05
+    backoff_max_s: float = 2.0
+    stable_after_s: float = 1.0
+    connect_timeout_s: float = 2.0
+    handshake_timeout_s: float = 2.0
+    user_timeout_ms: int = 10_000
+
+
+class Transport:
+    """Sends Raft messages to peers and hands received ones to `on_message`."""
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        listen_addr: Address,
+        peers: dict[NodeId, Address],
+        on_message: Callable[[Message], None],
+        *,
+        rng: random.Random,
+        config: TransportConfig | None = None,
+    ) -> None:
+        self.node_id = node_id
+        self.listen_addr = listen_addr
+        self.on_message = on_message
+        self.config = config or TransportConfig()
+        self._rng = rng
+        self._peers: dict[NodeId, _Peer] = {}
+        self._pending_peers = dict(peers)
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self.dropped_unknown = 0
+
+    # -- lifecycle ----------------------------------------------------------
+
+    async def start(self) -> None:
+        """Listen, then start dialing the peers this node dials."""
+        host, port = self.listen_addr
+        self._server = await asyncio.start_server(self._on_accept, host, port)
+        for peer_id, addr in self._pending_peers.items():
+            self.add_peer(peer_id, addr)
+
+    @property
+    def address(self) -> Address:
+        """The bound (host, port): the real port when listening on port 0."""
+        if self._server is None:
+            raise RuntimeError("transport not started")
+        host, port = self._server.sockets[0].getsockname()[:2]
+        return (host, port)
+
+    async def close(self) -> None:
+        """Stop listening, close every connection, end every task this started."""
+        self._closing = True
+        if self._server is not None:
+            self._server.close()
+        # Cancel before wait_closed: since Python 3.12 it waits for the
+        # handlers of accepted connections, which only end when cancelled.
+        while self._tasks:
+            tasks = list(self._tasks)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        if self._server is not None:
+            await self._server.wait_closed()
+        self._peers.clear()
+
+    def add_peer(self, peer_id: NodeId, addr: Address) -> None:
+        """Know a peer (or its new address); dial it if this node is the dialer."""
+        if peer_id == self.node_id:
+            return
+        peer = self._peers.get(peer_id)
+        if peer is None:
+            peer = self._peers[peer_id] = _Peer(peer_id, addr)
+        peer.addr = addr
+        if self._server is None:
+            self._pending_peers[peer_id] = addr
+            return
+        if self.node_id < peer_id and peer.dialer is None:
+            peer.dialer = self._spawn(self._dial_loop(peer), f"dial {peer_id}")
+
+    def remove_peer(self, peer_id: NodeId) -> None:
+        """Forget a peer: close its connection and drop its queue."""
+        self._pending_peers.pop(peer_id, None)
+        peer = self._peers.pop(peer_id, None)
+        if peer is not None:
+            for task in (peer.dialer, peer.conn):
+                if task is not None:
+                    task.cancel()
+
+    def stats(self) -> dict[NodeId, PeerStats]:
+        """Per-peer counters (a live view; copy to keep)."""
+        for peer in self._peers.values():
+            peer.stats.queued = len(peer.queue)
+        return {peer_id: peer.stats for peer_id, peer in self._peers.items()}
+
+    # -- sending ------------------------------------------------------------
+
+    def send(self, msg: Message) -> bool:
+        """Queue `msg` for its `dst` without blocking; False if dropped at once."""
+        peer = self._peers.get(msg.dst)
+        if peer is None:
+            self.dropped_unknown += 1
+            log.debug(
+                "%s: dropping %s for unknown peer %s", self.node_id, type(msg).__name__, msg.dst
+            )
+            return False
+        frame = encode_frame(msg)
+        stats = peer.stats
+        if len(frame) - 4 > self.config.max_frame_bytes:
+            stats.dropped_oversize += 1
+            log.error(
+                "%s: dropping %s to %s: %d bytes exceeds the frame limit of %d",
+                self.node_id,
+                type(msg).__name__,
+                msg.dst,
+                len(frame) - 4,
+                self.config.max_frame_bytes,
+            )
+            return False
+        peer.queue.append(frame)
+        stats.queued_bytes += len(frame)
+        while (
+            len(peer.queue) > self.config.max_queue_msgs
+            or stats.queued_bytes > self.config.max_queue_bytes
+        ):
+            stats.queued_bytes -= len(peer.queue.popleft())
+            stats.dropped_overflow += 1
+        peer.wakeup.set()
+        return True
+
+    async def _write_loop(self, peer: _Peer, writer: asyncio.StreamWriter) -> None:
+        while True:
+            if not peer.queue:
+                peer.wakeup.clear()
+                await peer.wakeup.wait()
+                continue
+            chunk: list[bytes] = []
+            size = 0
+            while peer.queue and size < _WRITE_CHUNK_BYTES:
+                frame = peer.queue.popleft()
+                chunk.append(frame)
+                size += len(frame)
+            peer.stats.queued_bytes -= size
+            writer.write(b"".join(chunk))
+            peer.stats.sent += len(chunk)
+            await writer.drain()
+
+    # -- receiving ----------------------------------------------------------
+
+    async def _read_loop(self, peer: _Peer, reader: asyncio.StreamReader) -> None:
+        while True:
+            body = await read_body(reader, self.config.max_frame_bytes)
+            if body is None:
+                return
+            msg = decode_message(body)
+            if msg.src != peer.id or msg.dst != self.node_id:
+                raise FrameError(f"message from {msg.src} to {msg.dst} on the link from {peer.id}")
+            peer.stats.received += 1
+            try:
+                self.on_message(msg)
+            except Exception:
+                log.exception("%s: on_message failed for %s", self.node_id, type(msg).__name__)
+
+    # -- connections --------------------------------------------------------
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.create_task(coro, name=f"{self.node_id}: {name}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _serve(
+        self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Run one established connection until either direction fails."""
+        _tune_socket(writer, self.config.user_timeout_ms)
+        peer.stats.connects += 1
+        tasks = {
+            self._spawn(self._read_loop(peer, reader), f"read {peer.id}"),
+            self._spawn(self._write_loop(peer, writer), f"write {peer.id}"),
+        }
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            # Count and log before closing, so whoever sees the close sees the count.
+            for task in done:
+                self._note_link_end(peer, task.exception())
+        finally:
+            writer.close()
+            for task in tasks:
+                task.cancel()
+            await asyncio.wait(tasks)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(writer.wait_closed(), 1.0)
+
+    def _note_link_end(self, peer: _Peer, exc: BaseException | None) -> None:
+        if isinstance(exc, FrameError):
+            peer.stats.bad_frames += 1
+            log.error("%s: closing link with %s: %s", self.node_id, peer.id, exc)
+        elif isinstance(exc, OSError | asyncio.IncompleteReadError):
+            log.info("%s: link with %s lost: %r", self.node_id, peer.id, exc)
+        elif exc is not None:
+            log.error("%s: link with %s failed", self.node_id, peer.id, exc_info=exc)
+
+    async def _dial_loop(self, peer: _Peer) -> None:
+        attempt = 0
+        while not self._closing and peer.addr is not None:
+            try:
+                reader, writer = await self._connect(peer)
+            except (OSError, TimeoutError, FrameError, asyncio.IncompleteReadError) as exc:
+                attempt += 1
+                delay = self._backoff(attempt)
+                log.debug(
+                    "%s: dial %s failed (%r); retry in %.3fs", self.node_id, peer.id, exc, delay
+                )
+                await asyncio.sleep(delay)
+                continue
+            started = time.monotonic()
+            await self._serve_current(peer, reader, writer)
+            if time.monotonic() - started >= self.config.stable_after_s:
+                attempt = 0
+            else:
+                attempt += 1
+                await asyncio.sleep(self._backoff(attempt))
+
+    async def _connect(self, peer: _Peer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        assert peer.addr is not None
+        host, port = peer.addr
+        reader, writer = await asyncio.wait_for(
+            asyncio.open_connection(host, port), self.config.connect_timeout_s
+        )
+        try:
+            writer.write(
+                encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id))
+            )
+            body = await asyncio.wait_for(
+                read_body(reader, self.config.max_frame_bytes), self.config.handshake_timeout_s
+            )
+            if body is None:
+                raise FrameError("peer closed the connection during the handshake")
+            hello = decode_hello(body)
+            if hello.src != peer.id or hello.dst != self.node_id:
+                raise FrameError(f"handshake from {hello.src} to {hello.dst}, expected {peer.id}")
+        except BaseException:
+            await _close_writer(writer)
+            raise
+        return reader, writer
+
+    def _backoff(self, attempt: int) -> float:
+        cap = min(self.config.backoff_max_s, self.config.backoff_base_s * 2.0 ** (attempt - 1))
+        # "Equal jitter": at least half the step, so retries spread without collapsing to 0.
+        return cap * (0.5 + 0.5 * self._rng.random())
+
+    def _on_accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A plain callback, not a coroutine: asyncio (3.11) logs a spurious error
+        # when it cancels a handler task, so the connection runs in a task of ours.
+        if self._closing:
+            writer.close()
+            return
+        self._spawn(self._serve_accepted(reader, writer), "accepted")
+
+    async def _serve_accepted(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        try:
+            peer = await self._accept_handshake(reader, writer)
+        except BaseException:
+            writer.close()
+            raise
+        if peer is not None:
+            await self._serve_current(peer, reader, writer)
+
+    async def _accept_handshake(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> _Peer | None:
+        remote = writer.get_extra_info("peername")
+        try:
+            body = await asyncio.wait_for(
+                read_body(reader, self.config.max_frame_bytes), self.config.handshake_timeout_s
+            )
+            if body is None:
+                raise FrameError("closed before the handshake")
+            hello = decode_hello(body)
+            peer = self._peers.get(hello.src)
+            if hello.dst != self.node_id or peer is None or not hello.src < self.node_id:
+                raise FrameError(f"unexpected handshake from {hello.src} to {hello.dst}")
+            writer.write(
+                encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id))
+            )
+        except (FrameError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            log.error("%s: rejecting connection from %s: %s", self.node_id, remote, exc)
+            await _close_writer(writer)
+            return None
+        return peer
+
+    async def _serve_current(
+        self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Serve a new connection as the peer's only one, replacing any older one."""
+        old = peer.conn
+        if old is not None and old is not asyncio.current_task():
+            old.cancel()
+            # wait() never raises the old task's outcome, yet lets our own cancel through.
+            await asyncio.wait([old])
+        me = asyncio.current_task()
+        peer.conn = me
+        try:
+            await self._serve(peer, reader, writer)
+        finally:
+            if peer.conn is me:
+                peer.conn = None
+
+
+def _tune_socket(writer: asyncio.StreamWriter, user_timeout_ms: int) -> None:
+    sock = writer.get_extra_info("socket")
+    if sock is None:
+        return
+    # Raft messages are small and latency-bound: no Nagle delay.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    if hasattr(socket, "TCP_USER_TIMEOUT"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, user_timeout_ms)
+    if hasattr(socket, "TCP_KEEPIDLE"):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, max(1, user_timeout_ms // 2000))
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
+
+
+async def _close_writer(writer: asyncio.StreamWriter) -> None:
+    writer.close()
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(writer.wait_closed(), 1.0)
