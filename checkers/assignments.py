@@ -88,19 +88,26 @@ def _committed_before(commits: list[tuple[tuple[str, ...], Any]], peers: Any, wa
     return False
 
 
+def replay_partitions(audit: Audit, out: list[Anomaly]) -> dict[PartitionKey, _Partition]:
+    """Every partition's assignment writes replayed (and checked) in revision order."""
+    writes = _collect_writes(audit, out)
+    commits = committed_stable(audit)
+    parts: dict[PartitionKey, _Partition] = {}
+    for part in sorted(writes, key=repr):
+        replay = parts[part] = _Partition(part, commits, out)
+        for rev in sorted(writes[part]):
+            replay.apply(writes[part][rev])
+    return parts
+
+
 def check_assignments(audit: Audit) -> tuple[list[Anomaly], dict[str, Any]]:
     """Runs every rule of the module doc; returns anomalies and figures."""
     out: list[Anomaly] = []
-    writes = _collect_writes(audit, out)
-    commits = committed_stable(audit)
-    for part in sorted(writes, key=repr):
-        replay = _Partition(part, commits, out)
-        for rev in sorted(writes[part]):
-            replay.apply(writes[part][rev])
-    requests = _check_requests(audit, commits, out)
+    parts = replay_partitions(audit, out)
+    requests = _check_requests(audit, committed_stable(audit), out)
     figures = {
-        "partitions": len(writes),
-        "writes": sum(len(w) for w in writes.values()),
+        "partitions": len(parts),
+        "writes": sum(len(p.written) for p in parts.values()),
         "requests": requests,
     }
     return out, figures
@@ -146,22 +153,32 @@ class _Partition:
     def __init__(self, part: PartitionKey, commits: Commits, out: list[Anomaly]) -> None:
         self.state: dict[str, Any] = {}
         self.written_at: dict[str, int] = {}
+        self.written: list[int] = []  # revisions applied
         self.where = f"zone {part[0]} partition {part[1]}"
         self.group = f"part-{part[1]}"
         self.commits = commits
         self.out = out
+        # The peer set the partition is heading to: the newest pending or
+        # planned written, or a cancel's old set once a cancel is written.
+        self.target: tuple[str, ...] | None = None
 
     def apply(self, ev: dict[str, Any]) -> None:
         """Checks one write against the state before it, then applies it."""
         keys = {_short(k): v for k, v in ev["keys"].items()}
+        self.written.append(ev["revision"])
         for key, change in keys.items():
             if isinstance(change, dict):
                 self.check_key(ev, key, change.get("old"), change.get("new"))
             else:
                 self.check_key(ev, key, self.state.get(key), change)
         for key, change in keys.items():
-            self.state[key] = change.get("new") if isinstance(change, dict) else change
+            new = change.get("new") if isinstance(change, dict) else change
+            self.state[key] = new
             self.written_at[key] = ev["revision"]
+            if key in ("pending", "planned", "stable") and peers_of(new):
+                self.target = peers_of(new) if key != "stable" else self.target or peers_of(new)
+            elif key == "cancel" and isinstance(new, dict) and peers_of(new.get("old")):
+                self.target = peers_of(new.get("old"))
         if peers_of(self.state.get("planned")) and not peers_of(self.state.get("pending")):
             self.flag("planned-without-pending", "planned is set but pending is empty", ev)
 

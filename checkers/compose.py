@@ -23,16 +23,20 @@ import msgspec
 
 from checkers.api import CheckContext, Checker, CheckerResult, Validity, merge_validity
 from checkers.audit import load_audit
+from checkers.convergence import ConvergenceChecker
 from checkers.history import Event, load_history, pair
 from checkers.linear import LinearizabilityChecker
 from checkers.raft import RaftChecker
 from checkers.revisions import RevisionChecker
+from checkers.stats import StatsChecker
 
 # name -> factory; a new checker is one line here.
 REGISTRY: dict[str, Callable[[], Checker]] = {
     "linearizable": LinearizabilityChecker,
     "raft": RaftChecker,
     "revisions": RevisionChecker,
+    "convergence": ConvergenceChecker,
+    "stats": StatsChecker,
 }
 # Checkers that need audit events; skipped by default on a bare history.
 NEEDS_AUDIT = frozenset({"raft", "convergence"})

@@ -1,0 +1,97 @@
+"""Convergence of a healed, quiet cluster."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.api import CheckContext, CheckerResult
+from checkers.convergence import ConvergenceChecker
+from checkers.history import Event, pair
+from tests.checkers.helpers import HistoryBuilder
+
+S = 1_000_000_000
+NEW = ["n1", "n2", "n4"]
+
+
+def _audit() -> dict[str, list[dict[str, Any]]]:
+    """A partition moved to NEW: keys settled, one leader, voters agree."""
+    write = {"kind": "assignments-written", "zone": 1, "partition": 0, "revision": 4,
+             "keys": {"stable": {"old": ["n1", "n2", "n3"], "new": NEW},
+                      "pending": {"old": NEW, "new": None}}}  # fmt: skip
+    audit: dict[str, list[dict[str, Any]]] = {}
+    for n in NEW:
+        audit[n] = [
+            {"kind": "config-applied", "group": "part-0", "peers": NEW, "old_peers": None},
+            {"kind": "config-committed", "group": "part-0", "stage": "stable", "peers": NEW,
+             "old_peers": None, "index": 7},
+            {"kind": "role", "group": "part-0", "role": "leader" if n == "n1" else "follower",
+             "term": 3},
+            {"kind": "applied", "group": "part-0", "index": 40, "digest": "abc"},
+        ]  # fmt: skip
+        for ev in audit[n]:
+            ev["node"] = n
+    audit["n1"].append({**write, "node": "n1"})
+    return audit
+
+
+def _check(audit: Any, quiet_after_s: float = 10.0, **options: Any) -> CheckerResult:
+    h = HistoryBuilder()
+    h.op("nemesis", "partition", type_="info").op("nemesis", "heal", type_="info")
+    h.add(0, "invoke", "read", dt=int(quiet_after_s * S)).add(0, "ok", "read", dt=0)
+    events = [Event(**e) for e in h.events]
+    ctx = CheckContext(events=events, operations=pair(events), audit=audit, options=options)
+    return ConvergenceChecker().check(ctx)
+
+
+def test_converged_cluster_passes() -> None:
+    """Settled keys, one leader whose voters equal stable, equal digests: valid."""
+    result = _check(_audit())
+    assert result.valid is True, result.anomalies
+    assert result.figures == {"groups": 1, "partitions": 1}
+
+
+def test_too_short_quiet_period_is_unknown() -> None:
+    """A history ending right after the heal gave the cluster no time: unknown."""
+    result = _check(_audit(), quiet_after_s=1.0)
+    assert result.valid == "unknown"
+    assert "1.0s of quiet" in str(result.error)
+    assert _check(_audit(), quiet_after_s=1.0, quiet_s=0.5).valid is True
+
+
+def _break(kind: str, audit: dict[str, list[dict[str, Any]]]) -> None:
+    if kind == "rebalance-not-finished":
+        audit["n1"][-1]["keys"]["pending"]["new"] = ["n1", "n4", "n5"]
+    elif kind == "stable-not-target":
+        audit["n1"][-1]["keys"]["planned"] = {"old": None, "new": ["n3", "n4", "n5"]}
+        audit["n1"][-1]["keys"]["pending"]["new"] = ["n3", "n4", "n5"]
+    elif kind == "leader-count":
+        audit["n2"][2]["role"] = "leader"
+    elif kind == "voters-not-stable":
+        audit["n1"][0]["peers"] = ["n1", "n2", "n3"]
+    elif kind == "joint-at-end":
+        audit["n1"][0]["old_peers"] = ["n1", "n2", "n3"]
+    elif kind == "replicas-diverge":
+        audit["n4"][3]["index"] = 39
+    elif kind == "digest-mismatch":
+        audit["n4"][3]["digest"] = "abd"
+
+
+@pytest.mark.parametrize(
+    "kind",
+    ["rebalance-not-finished", "stable-not-target", "leader-count", "voters-not-stable",
+     "joint-at-end", "replicas-diverge", "digest-mismatch"],
+)  # fmt: skip
+def test_each_unconverged_end_state_is_flagged(kind: str) -> None:
+    """Each way of failing to converge is reported under its kind."""
+    audit = _audit()
+    _break(kind, audit)
+    result = _check(audit)
+    assert result.valid is False
+    assert kind in {a.kind for a in result.anomalies}, result.anomalies
+
+
+def test_no_audit_events_is_unknown() -> None:
+    """Without audit logs convergence cannot be judged."""
+    assert _check(None).valid == "unknown"
