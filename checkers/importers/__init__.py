@@ -1,0 +1,1 @@
+"""Importers of other tools' history formats into checker inputs."""

@@ -1,0 +1,250 @@
+"""Checking a whole history: validation, partitioning, budgets, parallelism.
+
+Theory of operation
+-------------------
+1. Validate every operation (shape for the model, call before return) and
+   freeze its values so model states are hashable.
+2. Split the history by key when the model allows it (P-compositionality):
+   the history is linearizable iff every key's sub-history is.
+3. Rounds of escalating effort: every partition, smallest first, gets a
+   small step budget; the ones it does not decide get a larger one, then
+   the rest of the time. A hard partition (porcupine stalls on two of
+   kv/c50-bad's keys) thus never delays the verdict on an easy failing one.
+   The first illegal partition ends the check.
+4. With several partitions and enough operations, a round runs in a pool of
+   spawned processes (terminated at the first failure); otherwise in this
+   process, which avoids the start-up cost for small histories.
+5. A failing partition is searched again with tracing on, to collect the
+   longest linearizable prefix and the states before the unplaceable op.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from checkers.linearizability.models import Model
+from checkers.linearizability.search import STEP_LIMIT, Budget, OutOfBudgetError, Search
+from checkers.linearizability.types import LinOp, LinResult, PartitionResult, Validity
+
+# Steps (choice points) per partition in each round; None = until the time
+# or memory budget runs out.
+_ROUNDS: tuple[int | None, ...] = (2_000, 100_000, None)
+# Below this many operations a process pool costs more than it saves.
+_POOL_MIN_OPS = 20_000
+# Rough bytes per memo entry, to turn a memory limit into a memo cap.
+_MEMO_ENTRY_BYTES = 400
+
+
+class HistoryError(ValueError):
+    """The operations handed to `check` cannot be checked as given."""
+
+
+class _FrozenDict(dict[Any, Any]):
+    """A dict that can live inside a hashable model state."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(frozenset(self.items()))
+
+
+def freeze(value: Any) -> Any:
+    """`value` with lists turned into tuples and dicts made hashable."""
+    if isinstance(value, list | tuple):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, dict):
+        return _FrozenDict((k, freeze(v)) for k, v in value.items())
+    return value
+
+
+def prepare(ops: Iterable[LinOp], model: Model) -> list[LinOp]:
+    """Validate `ops` for `model` and freeze their values.
+
+    Raises HistoryError naming the first bad operation.
+    """
+    out: list[LinOp] = []
+    seen: set[int] = set()
+    for op in ops:
+        if op.id in seen:
+            raise HistoryError(f"operation id {op.id} appears twice")
+        seen.add(op.id)
+        if op.known and op.ret is None:
+            raise HistoryError(f"operation {op.id} is known (ok) but has no return time")
+        if op.ret is not None and op.ret < op.call:
+            raise HistoryError(f"operation {op.id} returns ({op.ret}) before its call ({op.call})")
+        frozen = op
+        if isinstance(op.input, list | tuple | dict) or isinstance(op.output, list | tuple | dict):
+            frozen = LinOp(
+                id=op.id, process=op.process, call=op.call, ret=op.ret, f=op.f, key=op.key,
+                input=freeze(op.input), output=freeze(op.output), known=op.known,
+            )  # fmt: skip
+        problem = model.check_shape(frozen)
+        if problem is not None:
+            raise HistoryError(f"operation {op.id}: {problem}")
+        out.append(frozen)
+    return out
+
+
+def partition(ops: list[LinOp], model: Model) -> list[tuple[Any, list[LinOp]]]:
+    """(key, ops) per partition, smallest first (one partition if the model
+    is not partitioned)."""
+    if not model.partitioned:
+        return [(None, ops)] if ops else []
+    parts: dict[Any, list[LinOp]] = {}
+    for op in ops:
+        parts.setdefault(op.key, []).append(op)
+    return sorted(parts.items(), key=lambda kv: (len(kv[1]), repr(kv[0])))
+
+
+def check_partition(
+    model: Model, key: Any, ops: list[LinOp], budget: Budget, *, trace: bool = False
+) -> PartitionResult:
+    """Search one partition; a budget overrun becomes an "unknown" verdict."""
+    start = time.monotonic()
+    search = Search(model, ops, budget, trace=trace)
+    try:
+        out = search.run()
+    except OutOfBudgetError as exc:
+        return PartitionResult(
+            key=key, valid="unknown", ops=len(ops), reason=str(exc),
+            states_explored=search.out.explored, max_frontier=len(search.memo),
+            elapsed_s=time.monotonic() - start, events_done=search.out.events_done,
+            events_total=len(search.tl.kind),
+        )  # fmt: skip
+    return PartitionResult(
+        key=key, valid=out.valid, ops=len(ops), states_explored=out.explored,
+        max_frontier=out.memo_size, elapsed_s=time.monotonic() - start,
+        linearized_prefix=out.prefix, unplaceable=out.unplaceable,
+        events_done=out.events_done, events_total=len(search.tl.kind),
+    )  # fmt: skip
+
+
+def _check_chunk(
+    args: tuple[Model, list[tuple[Any, list[LinOp]]], Budget],
+) -> list[PartitionResult]:
+    """Pool task: check partitions in order, stopping at the first failure."""
+    model, chunk, budget = args
+    results = []
+    for key, ops in chunk:
+        result = check_partition(model, key, ops, budget)
+        results.append(result)
+        if result.valid is False:
+            break
+    return results
+
+
+def _chunks(
+    parts: list[tuple[Any, list[LinOp]]], n_tasks: int
+) -> list[list[tuple[Any, list[LinOp]]]]:
+    """Deal partitions (smallest first) into about n_tasks balanced chunks."""
+    total = sum(len(ops) for _, ops in parts)
+    target = max(1, total // max(n_tasks, 1))
+    chunks: list[list[tuple[Any, list[LinOp]]]] = [[]]
+    size = 0
+    for part in parts:
+        if size >= target and chunks[-1]:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(part)
+        size += len(part[1])
+    return chunks
+
+
+class _Runner:
+    """Runs rounds of partition checks, in process or in a lazy pool."""
+
+    def __init__(self, model: Model, workers: int, use_pool: bool) -> None:
+        self.model = model
+        self.workers = workers
+        self.use_pool = use_pool
+        self._pool: Any = None
+
+    def run(
+        self, parts: list[tuple[Any, list[LinOp]]], budget: Budget
+    ) -> Iterator[PartitionResult]:
+        """Results for `parts`, in completion order; stop consuming at will."""
+        if not self.use_pool or len(parts) < 2:
+            for key, ops in parts:
+                yield check_partition(self.model, key, ops, budget)
+            return
+        if self._pool is None:
+            self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
+        tasks = [(self.model, c, budget) for c in _chunks(parts, self.workers * 8)]
+        for results in self._pool.imap_unordered(_check_chunk, tasks):
+            yield from results
+
+    def close(self) -> None:
+        """Kill the pool's workers, whatever they are doing."""
+        if self._pool is not None:
+            self._pool.terminate()
+            self._pool.join()
+            self._pool = None
+
+
+def _merge(results: Iterable[PartitionResult]) -> Validity:
+    valids = [r.valid for r in results]
+    if False in valids:
+        return False
+    return "unknown" if "unknown" in valids else True
+
+
+def check_prepared(
+    ops: list[LinOp], model: Model, *, time_limit_s: float, memory_limit_mb: int,
+    workers: int | None,
+) -> LinResult:  # fmt: skip
+    """`check` on operations already validated by `prepare`."""
+    start = time.monotonic()
+    deadline = start + time_limit_s
+    parts = partition(ops, model)
+    workers = workers if workers is not None else min(os.cpu_count() or 1, 4)
+    use_pool = workers > 1 and len(parts) > 1 and len(ops) >= _POOL_MIN_OPS
+    per_proc_mb = memory_limit_mb // (workers + 1) if use_pool else memory_limit_mb
+    max_memo = max(1_000, per_proc_mb * 2**20 // _MEMO_ENTRY_BYTES)
+    decided: list[PartitionResult] = []
+    failed: PartitionResult | None = None
+    runner = _Runner(model, workers, use_pool)
+    try:
+        todo = parts
+        for steps in _ROUNDS:
+            budget = Budget(deadline, max_memo, per_proc_mb * 2**20, steps)
+            retry_keys = set()
+            for result in runner.run(todo, budget):
+                if result.valid == "unknown" and result.reason == STEP_LIMIT:
+                    retry_keys.add(repr(result.key))
+                    continue
+                decided.append(result)
+                if result.valid is False:
+                    failed = result
+                    break
+            if failed is not None or not retry_keys:
+                break
+            todo = [p for p in todo if repr(p[0]) in retry_keys]
+    finally:
+        runner.close()
+    if failed is not None:
+        failed = _explain(model, parts, failed, deadline, max_memo, memory_limit_mb)
+        decided = [failed if r.key == failed.key else r for r in decided]
+    return LinResult(
+        valid=_merge(decided), model=model.name, ops=len(ops), partitions=len(parts),
+        states_explored=sum(r.states_explored for r in decided),
+        cache_size=max((r.max_frontier for r in decided), default=0),
+        elapsed_s=time.monotonic() - start, failure=failed, partition_results=decided,
+        partitions_skipped=len(parts) - len(decided),
+    )  # fmt: skip
+
+
+def _explain(
+    model: Model, parts: list[tuple[Any, list[LinOp]]], failed: PartitionResult,
+    deadline: float, max_memo: int, memory_limit_mb: int,
+) -> PartitionResult:  # fmt: skip
+    """Re-run a failing partition with tracing to collect its report data."""
+    ops = next(ops for key, ops in parts if key == failed.key)
+    budget = Budget(max(deadline, time.monotonic() + 5.0), max_memo, memory_limit_mb * 2**20)
+    traced = check_partition(model, failed.key, ops, budget, trace=True)
+    if traced.valid is False:
+        return traced
+    # The traced run ran out of budget: keep the verdict, say why data is missing.
+    failed.reason = f"report data unavailable: {traced.reason}"
+    return failed

@@ -1,0 +1,310 @@
+"""Sequential specifications the search checks histories against.
+
+A model is a pure, deterministic state machine over hashable states:
+
+- `init()` is the state before any operation.
+- `step(state, op)` is the state after `op` takes effect in `state`, or
+  ILLEGAL when `op` cannot take effect there with the output it reported
+  (None is a state: an absent register). For an operation of unknown
+  outcome (`op.known` False) the output is ignored and `step` never
+  returns ILLEGAL.
+- `is_pure(op)` is True when `op` can never change the state (a read, or a
+  compare-and-set known to have failed). The search linearizes a pure
+  operation as soon as it is legal, which never loses a linearization, and
+  drops pure operations of unknown outcome, which constrain nothing.
+- `check_shape(op)` names what is wrong with an operation the model cannot
+  interpret, or returns None; the check reports it instead of crashing.
+- `summarize(op, writers)` and `viable(state, op, summary)`: look-ahead
+  pruning. For a pure known op, `writers` are the non-pure ops that could
+  take effect between its call and its return; `summarize` boils them down
+  once, and `viable` answers, cheaply and conservatively, whether the op
+  could still become legal from `state` before it returns. False must mean
+  "certainly not"; the search then abandons the configuration at once
+  instead of discovering the dead end many moves later.
+- `describe(state)` renders a state as JSON-able data for reports.
+- `partitioned`: operations on different `key`s are independent, so each
+  key's sub-history can be checked alone (P-compositionality).
+
+Op shapes are documented in docs/models.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol
+
+from checkers.linearizability.types import LinOp
+
+# A model's state: any hashable value (each model has its own shape, so the
+# type says no more than Any would; Hashable would only force casts).
+State = Any
+
+
+class _Illegal:
+    """The type of ILLEGAL, step's answer for an op that cannot happen."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "ILLEGAL"
+
+
+ILLEGAL: Final = _Illegal()
+
+
+class Model(Protocol):
+    """The interface every model implements (see the module docstring)."""
+
+    name: str
+    partitioned: bool
+
+    def init(self) -> State:
+        """The state before any operation."""
+        ...
+
+    def step(self, state: Any, op: LinOp) -> State | _Illegal:
+        """The state after `op` in `state`, or ILLEGAL."""
+        ...
+
+    def is_pure(self, op: LinOp) -> bool:
+        """Whether `op` can never change the state."""
+        ...
+
+    def check_shape(self, op: LinOp) -> str | None:
+        """What is wrong with `op` for this model, or None."""
+        ...
+
+    def summarize(self, op: LinOp, writers: list[LinOp]) -> Any:
+        """What `viable` needs to know about the ops that may precede `op`."""
+        ...
+
+    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
+        """False only if `op` can certainly not become legal from `state`."""
+        ...
+
+    def describe(self, state: Any) -> Any:
+        """`state` as JSON-able data."""
+        ...
+
+
+def _cas_args(op: LinOp) -> tuple[Any, Any] | None:
+    value = op.input
+    if isinstance(value, list | tuple) and len(value) == 2:
+        return value[0], value[1]
+    return None
+
+
+def _written(op: LinOp) -> Any:
+    """The value a register write or cas would leave."""
+    return op.input[1] if op.f == "cas" else op.input
+
+
+def _extends(value: Any, base: Any) -> bool:
+    """Whether appends could turn `base` into `value` (True if unsure)."""
+    if value is None:
+        return False
+    if base is None:
+        return True
+    if isinstance(value, str) and isinstance(base, str):
+        return value.startswith(base)
+    return True
+
+
+def _cas_succeeded(op: LinOp) -> bool:
+    # An `ok` cas with no output (faultline) or output True succeeded; the
+    # etcd fixtures' "fail cas" arrives as output False: it ran, compared
+    # unequal and changed nothing.
+    return op.output is not False
+
+
+class RegisterModel:
+    """One register per key, initially None (absent).
+
+    `register` knows read/write; `cas-register` and `etcd` add cas, whose
+    output False means "ran and compared unequal" (the etcd fixtures'
+    meaning of a failed cas).
+    """
+
+    partitioned = True
+
+    def __init__(self, name: str, *, with_cas: bool) -> None:
+        self.name = name
+        self._fs = {"read", "write", "cas"} if with_cas else {"read", "write"}
+
+    def init(self) -> State:
+        """A register starts absent."""
+        return None
+
+    def step(self, state: Any, op: LinOp) -> State | _Illegal:
+        """Apply read, write or cas."""
+        f = op.f
+        if f == "read":
+            return state if (not op.known or op.output == state) else ILLEGAL
+        if f == "write":
+            return op.input
+        expected, new = op.input
+        if not op.known:
+            return new if state == expected else state
+        if _cas_succeeded(op):
+            return new if state == expected else ILLEGAL
+        return state if state != expected else ILLEGAL
+
+    def is_pure(self, op: LinOp) -> bool:
+        """Reads, and cas known to have compared unequal."""
+        return op.f == "read" or (op.f == "cas" and op.known and not _cas_succeeded(op))
+
+    def check_shape(self, op: LinOp) -> str | None:
+        """f must be known; cas takes [expected, new]."""
+        if op.f not in self._fs:
+            return f"model {self.name} has no operation {op.f!r} (knows {sorted(self._fs)})"
+        if op.f == "cas" and _cas_args(op) is None:
+            return f"cas needs input [expected, new], got {op.input!r}"
+        return None
+
+    def summarize(self, op: LinOp, writers: list[LinOp]) -> Any:
+        """The values the writers could leave in the register."""
+        return frozenset(_written(w) for w in writers)
+
+    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
+        """A read needs its value now or from a writer; a failed cas needs
+        some other value than its expected one."""
+        if op.f == "read":
+            return state == op.output or op.output in summary
+        return state != op.input[0] or bool(summary - {op.input[0]})
+
+    def describe(self, state: Any) -> Any:
+        """The register's value."""
+        return state
+
+
+class KvModel:
+    """A map from key to value, checked one key at a time.
+
+    get returns the value (None when absent); put sets it; append
+    concatenates onto it (absent counts as empty); cas takes
+    [expected, new] like a register; delete removes the key.
+    """
+
+    name = "kv"
+    partitioned = True
+    _FS = frozenset({"get", "put", "append", "cas", "delete"})
+
+    def init(self) -> State:
+        """Every key starts absent."""
+        return None
+
+    def step(self, state: Any, op: LinOp) -> State | _Illegal:
+        """Apply one operation to one key's value."""
+        f = op.f
+        if f == "get":
+            return state if (not op.known or op.output == state) else ILLEGAL
+        if f == "put":
+            return op.input
+        if f == "append":
+            return op.input if state is None else state + op.input
+        if f == "delete":
+            return None
+        expected, new = op.input
+        if not op.known:
+            return new if state == expected else state
+        if _cas_succeeded(op):
+            return new if state == expected else ILLEGAL
+        return state if state != expected else ILLEGAL
+
+    def is_pure(self, op: LinOp) -> bool:
+        """get, and cas known to have compared unequal."""
+        return op.f == "get" or (op.f == "cas" and op.known and not _cas_succeeded(op))
+
+    def check_shape(self, op: LinOp) -> str | None:
+        """f must be known; cas takes [expected, new]; append takes str or list."""
+        if op.f not in self._FS:
+            return f"model kv has no operation {op.f!r} (knows {sorted(self._FS)})"
+        if op.f == "cas" and _cas_args(op) is None:
+            return f"cas needs input [expected, new], got {op.input!r}"
+        if op.f == "append" and not isinstance(op.input, str | tuple):
+            return f"append needs a string or tuple input, got {op.input!r}"
+        return None
+
+    def summarize(self, op: LinOp, writers: list[LinOp]) -> Any:
+        """The values writers could set outright, and whether any appends."""
+        resets = frozenset(
+            None if w.f == "delete" else _written(w) for w in writers if w.f != "append"
+        )
+        return resets, any(w.f == "append" for w in writers)
+
+    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
+        """A get needs its value now, from a writer, or as an extension by
+        appends of the current value or of a value a writer may set."""
+        if op.f != "get" or state == op.output:
+            return True
+        resets, has_appends = summary
+        if op.output in resets:
+            return True
+        if not has_appends:
+            return False
+        return _extends(op.output, state) or any(_extends(op.output, r) for r in resets)
+
+    def describe(self, state: Any) -> Any:
+        """The key's value."""
+        return state
+
+
+def _key_order(item: tuple[Any, Any]) -> str:
+    return repr(item[0])
+
+
+class WholeMapModel:
+    """Any per-key model run over the whole map at once, unpartitioned.
+
+    It exists to cross-check P-compositionality (porcupine's
+    kvNoPartitionModel): the state is the sorted tuple of (key, value)
+    pairs of the keys touched so far.
+    """
+
+    partitioned = False
+
+    def __init__(self, inner: Model) -> None:
+        self.inner = inner
+        self.name = f"{inner.name}-nopart"
+
+    def init(self) -> State:
+        """No key touched yet."""
+        return ()
+
+    def step(self, state: Any, op: LinOp) -> State | _Illegal:
+        """Step the inner model on the op's key, leaving other keys alone."""
+        items: tuple[tuple[Any, Any], ...] = state
+        for i, (key, value) in enumerate(items):
+            if key == op.key:
+                after = self.inner.step(value, op)
+                if after is ILLEGAL:
+                    return ILLEGAL
+                if after == value:
+                    return items
+                return (*items[:i], (key, after), *items[i + 1 :])
+        after = self.inner.step(self.inner.init(), op)
+        if after is ILLEGAL:
+            return ILLEGAL
+        return tuple(sorted((*items, (op.key, after)), key=_key_order))
+
+    def is_pure(self, op: LinOp) -> bool:
+        """As the inner model."""
+        return self.inner.is_pure(op)
+
+    def check_shape(self, op: LinOp) -> str | None:
+        """As the inner model."""
+        return self.inner.check_shape(op)
+
+    def summarize(self, op: LinOp, writers: list[LinOp]) -> Any:
+        """The inner model's summary over the writers of the same key."""
+        return self.inner.summarize(op, [w for w in writers if w.key == op.key])
+
+    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
+        """The inner model's answer on the op's key."""
+        for key, value in state:
+            if key == op.key:
+                return self.inner.viable(value, op, summary)
+        return self.inner.viable(self.inner.init(), op, summary)
+
+    def describe(self, state: Any) -> Any:
+        """The map as a dict keyed by the keys' text."""
+        return {str(k): self.inner.describe(v) for k, v in state}

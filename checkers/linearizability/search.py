@@ -1,0 +1,386 @@
+"""The search for a linearization of one partition's history.
+
+Theory of operation
+-------------------
+This is the Wing-Gong / Lowe search, depth first, with "just in time"
+linearization and memoisation:
+
+- The history becomes a time line of call and return events. A known
+  operation is pending from its call to its return; an operation of unknown
+  outcome (`info`) has no return: from its call on it may be linearized at
+  any point, or never.
+- A configuration is (position on the time line, model state, the set of
+  pending known operations already linearized, the set of unknown ones
+  used). The linearized set is a bitmask over "slots": each known operation
+  gets the lowest slot free at its call, and frees it at its return, so
+  masks stay as wide as the concurrency, not the history.
+- Walking forward, nothing is chosen until a return event finds its
+  operation not yet linearized (Lowe's just-in-time rule). That is a
+  choice point. Its moves, tried in order: linearize the returning op now;
+  or first linearize another pending op (earliest return first) or fire an
+  unknown op that changes the state, then decide again. Exhausting every
+  move at a choice point is a dead end; the search backtracks.
+- Pruning that keeps the search exact:
+  * a pure operation (a read; a cas known to have failed) never changes the
+    state, so it is linearized as soon as it is legal (at its call, or after
+    any state change while it is pending): doing so never loses a
+    linearization. Pure operations of unknown outcome are dropped.
+  * unknown operations with the same (f, key, input) are interchangeable:
+    the search always uses the earliest-called unused one, so "which ones
+    were used" is canonical; a configuration that used a superset of the
+    unknown operations another visited one used, at the same position,
+    state and mask, is dominated and skipped.
+  * memo: a choice point already explored (or dominated) is not explored
+    again. The memo is capped; when full its older half is dropped, which
+    costs repeated work but never correctness.
+- Budget: the search raises `OutOfBudgetError` past its deadline, its memo and
+  stack caps, or its RSS limit, and the caller reports "unknown" with how
+  far it got.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import msgspec
+
+from checkers.linearizability.models import ILLEGAL, Model
+from checkers.linearizability.types import LinOp, Unplaceable
+
+_CALL, _RETURN = 0, 1
+_EMPTY: frozenset[int] = frozenset()
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+_MAX_REPORTED_STATES = 16
+STEP_LIMIT = "step limit reached"
+
+
+class OutOfBudgetError(Exception):
+    """The search hit its time, memo or memory limit."""
+
+
+def rss_bytes() -> int:
+    """This process's resident set size, from /proc (0 where unavailable)."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * _PAGE
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+class Budget(msgspec.Struct, frozen=True):
+    """Limits for one search.
+
+    `deadline` is on the monotonic clock (shared by all processes on Linux);
+    `max_memo` caps the memo's entries; `max_rss_bytes` caps this process's
+    resident memory (0: unchecked); `max_steps` caps choice points explored
+    (None: unlimited), which lets the caller try every partition cheaply
+    before spending the whole budget on a hard one.
+    """
+
+    deadline: float
+    max_memo: int
+    max_rss_bytes: int
+    max_steps: int | None = None
+
+    def check(self, steps: int) -> None:
+        """Raise OutOfBudgetError when any limit is passed."""
+        if self.max_steps is not None and steps > self.max_steps:
+            raise OutOfBudgetError(STEP_LIMIT)
+        if time.monotonic() > self.deadline:
+            raise OutOfBudgetError("time limit reached")
+        if self.max_rss_bytes and rss_bytes() > self.max_rss_bytes:
+            raise OutOfBudgetError("memory limit reached")
+
+
+class Timeline:
+    """A partition's operations compiled into arrays the search walks."""
+
+    def __init__(self, model: Model, ops: list[LinOp]) -> None:
+        self.ops = [op for op in ops if op.known or not model.is_pure(op)]
+        events: list[tuple[int, int, int]] = []
+        for j, op in enumerate(self.ops):
+            events.append((op.call, _CALL, j))
+            if op.known:
+                assert op.ret is not None
+                events.append((op.ret, _RETURN, j))
+        # A call and a return at the same instant count as concurrent.
+        events.sort()
+        self.kind = [e[1] for e in events]
+        self.op_at = [e[2] for e in events]
+        n = len(self.ops)
+        self.pure = [model.is_pure(op) for op in self.ops]
+        self.slot = [-1] * n
+        self.ret_pos = [0] * n
+        self.inst = [-1] * n  # instance number of an unknown op, in call order
+        self.inst_op: list[int] = []
+        self.inst_sig: list[int] = []
+        self._assign(events)
+        self.summary: list[Any] = [None] * n
+        self._summarize(model, events)
+
+    def _assign(self, events: list[tuple[int, int, int]]) -> None:
+        free: list[int] = []
+        width = 0
+        sigs: dict[tuple[str, str, bytes], int] = {}
+        for pos, (_, kind, j) in enumerate(events):
+            op = self.ops[j]
+            if kind == _RETURN:
+                self.ret_pos[j] = pos
+                free.append(self.slot[j])
+                free.sort(reverse=True)
+            elif op.known:
+                if free:
+                    self.slot[j] = free.pop()
+                else:
+                    self.slot[j] = width
+                    width += 1
+            else:
+                sig = (op.f, repr(op.key), repr(op.input).encode())
+                self.inst[j] = len(self.inst_op)
+                self.inst_op.append(j)
+                self.inst_sig.append(sigs.setdefault(sig, len(sigs)))
+        self.width = width
+        self.n_sigs = len(sigs)
+
+    def _summarize(self, model: Model, events: list[tuple[int, int, int]]) -> None:
+        """Give each pure known op the model's summary of the writers that
+        overlap it: those active at its call, called before its return."""
+        active: dict[int, LinOp] = {}  # known writers between call and return
+        unknown: list[LinOp] = []  # writers of unknown outcome, open forever
+        calls: list[LinOp] = []  # every writer, in call order
+        at_call: dict[int, tuple[list[LinOp], int, int]] = {}
+        for _, kind, j in events:
+            op = self.ops[j]
+            if self.pure[j]:
+                if kind == _CALL:
+                    at_call[j] = (list(active.values()), len(unknown), len(calls))
+                else:
+                    before, n_unknown, n_calls = at_call.pop(j)
+                    writers = before + unknown[:n_unknown] + calls[n_calls:]
+                    self.summary[j] = model.summarize(op, writers)
+            elif kind == _CALL:
+                calls.append(op)
+                if op.known:
+                    active[j] = op
+                else:
+                    unknown.append(op)
+            else:
+                del active[j]
+
+
+class Outcome:
+    """What a search found: verdict, figures and, when traced, report data."""
+
+    def __init__(self) -> None:
+        self.valid = True
+        self.explored = 0
+        self.memo_size = 0
+        self.events_done = 0
+        self.prefix: list[int] = []
+        self.unplaceable: list[Unplaceable] = []
+
+
+class Search:
+    """One depth-first search over a Timeline (see the module docstring)."""
+
+    def __init__(self, model: Model, ops: list[LinOp], budget: Budget, *, trace: bool) -> None:
+        self.model = model
+        self.tl = Timeline(model, ops)
+        self.budget = budget
+        self.trace = trace
+        self.memo: dict[tuple[int, Any, int], list[frozenset[int]]] = {}
+        self.out = Outcome()
+        # The current configuration.
+        self.i = 0
+        self.state: Any = model.init()
+        self.mask = 0
+        self.used = _EMPTY
+        self.slot_op: list[int] = [-1] * self.tl.width
+        self.n_inst = 0
+        self.path: list[int] = []
+        # Choice points on the current branch: see _open_frame.
+        self.stack: list[list[Any]] = []
+        self._best_i = -1
+        self._best_states: list[Any] = []
+
+    def run(self) -> Outcome:
+        """Search to a verdict, or raise OutOfBudgetError."""
+        n_events = len(self.tl.kind)
+        steps = 0
+        while True:
+            self._advance()
+            if self.i >= n_events:
+                self.out.events_done = n_events
+                break
+            self._open_frame()
+            steps += 1
+            if steps & 1023 == 0:
+                self.budget.check(steps)
+                if len(self.memo) > self.budget.max_memo:
+                    self._shrink_memo()
+            if not self._next_child():
+                self._fail()
+                break
+        self.out.memo_size = len(self.memo)
+        return self.out
+
+    def _advance(self) -> None:
+        """Walk forward through calls and already-linearized returns."""
+        tl, model = self.tl, self.model
+        kind, op_at, ops, slot, pure = tl.kind, tl.op_at, tl.ops, tl.slot, tl.pure
+        slot_op = self.slot_op
+        i, mask, n = self.i, self.mask, len(kind)
+        while i < n:
+            j = op_at[i]
+            if kind[i] == _CALL:
+                s = slot[j]
+                if s < 0:
+                    self.n_inst += 1
+                else:
+                    slot_op[s] = j
+                    if pure[j] and model.step(self.state, ops[j]) is not ILLEGAL:
+                        mask |= 1 << s
+                        if self.trace:
+                            self.path.append(ops[j].id)
+            else:
+                s = slot[j]
+                if not mask & (1 << s):
+                    break
+                mask &= ~(1 << s)
+                slot_op[s] = -1
+            i += 1
+        self.i, self.mask = i, mask
+
+    def _greedy(self, state: Any, mask: int) -> int:
+        """Linearize every pending pure op that is legal in `state`."""
+        tl, model = self.tl, self.model
+        for s, j in enumerate(self.slot_op):
+            if j >= 0 and tl.pure[j] and not mask & (1 << s):
+                op = tl.ops[j]
+                if model.step(state, op) is not ILLEGAL:
+                    mask |= 1 << s
+                    if self.trace:
+                        self.path.append(op.id)
+        return mask
+
+    def _seen(self) -> bool:
+        """Record this choice point in the memo; True if it was explored."""
+        key = (self.i, self.state, self.mask)
+        used = self.used
+        known = self.memo.get(key)
+        if known is None:
+            self.memo[key] = [used]
+            self.out.explored += 1
+            return False
+        for u in known:
+            if u <= used:
+                return True
+        known[:] = [u for u in known if not used <= u]
+        known.append(used)
+        self.out.explored += 1
+        return False
+
+    def _viable(self) -> bool:
+        """Whether every pending, unplaced pure op could still become legal."""
+        tl, mask, state = self.tl, self.mask, self.state
+        for s, j in enumerate(self.slot_op):
+            if (
+                j >= 0
+                and tl.pure[j]
+                and not mask & (1 << s)
+                and not self.model.viable(state, tl.ops[j], tl.summary[j])
+            ):
+                return False
+        return True
+
+    def _moves(self) -> list[tuple[int, int]]:
+        """Moves at the current choice point, in the order they are tried."""
+        tl = self.tl
+        o = tl.op_at[self.i]
+        others = [
+            j
+            for s, j in enumerate(self.slot_op)
+            if j >= 0 and j != o and not tl.pure[j] and not self.mask & (1 << s)
+        ]
+        others.append(o)
+        others.sort(key=lambda j: tl.ops[j].call)
+        moves = [(0, j) for j in others]
+        seen_sigs: set[int] = set()
+        for inst in range(self.n_inst):
+            sig = tl.inst_sig[inst]
+            if inst not in self.used and sig not in seen_sigs:
+                seen_sigs.add(sig)
+                moves.append((1, inst))
+        return moves
+
+    def _open_frame(self) -> None:
+        """Push the current choice point with its moves (none if seen)."""
+        if self.i > self.out.events_done:
+            self.out.events_done = self.i
+        if self.trace and self.i >= self._best_i:
+            self._note_deepest()
+        dead = self._seen() or not self._viable()
+        moves: list[tuple[int, int]] = [] if dead else self._moves()
+        self.stack.append(
+            [self.i, self.state, self.mask, self.used, tuple(self.slot_op), self.n_inst,
+             len(self.path), moves, 0]
+        )  # fmt: skip
+
+    def _next_child(self) -> bool:
+        """Make the next untried move of the innermost open choice point."""
+        tl, model = self.tl, self.model
+        while self.stack:
+            frame = self.stack[-1]
+            i, state, mask, used, slots, n_inst, plen, moves, k = frame
+            while k < len(moves):
+                is_inst, x = moves[k]
+                k += 1
+                j = tl.inst_op[x] if is_inst else x
+                after = model.step(state, tl.ops[j])
+                if after is ILLEGAL or (is_inst and after == state):
+                    continue
+                frame[8] = k
+                self.slot_op[:] = slots
+                del self.path[plen:]
+                if self.trace:
+                    self.path.append(tl.ops[j].id)
+                self.i, self.state, self.n_inst = i, after, n_inst
+                self.used = used | {x} if is_inst else used
+                new_mask = mask if is_inst else mask | (1 << tl.slot[j])
+                self.mask = self._greedy(after, new_mask) if after != state else new_mask
+                return True
+            self.stack.pop()
+        return False
+
+    def _shrink_memo(self) -> None:
+        """Drop the older half of the memo (dicts keep insertion order)."""
+        drop = len(self.memo) // 2
+        for key in list(self.memo)[:drop]:
+            del self.memo[key]
+
+    def _note_deepest(self) -> None:
+        """Trace mode: remember the deepest choice point's states and path."""
+        if self.i > self._best_i:
+            self._best_i = self.i
+            self._best_states = []
+            self.out.prefix = list(self.path)
+        if len(self._best_states) <= _MAX_REPORTED_STATES:
+            rendered = self.model.describe(self.state)
+            if rendered not in self._best_states:
+                self._best_states.append(rendered)
+
+    def _fail(self) -> None:
+        self.out.valid = False
+        if not self.trace or self._best_i < 0:
+            return
+        op = self.tl.ops[self.tl.op_at[self._best_i]]
+        states = self._best_states[:_MAX_REPORTED_STATES]
+        self.out.unplaceable = [
+            Unplaceable(
+                op=op,
+                states_before=states,
+                states_truncated=len(self._best_states) > _MAX_REPORTED_STATES,
+            )
+        ]

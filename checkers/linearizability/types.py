@@ -1,0 +1,86 @@
+"""Value types of the linearizability checker: its input and its verdict.
+
+`LinOp` is one operation as the search sees it; `LinResult` is what a check
+returns, a msgspec Struct so it can go into results.json unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import msgspec
+
+Validity = bool | Literal["unknown"]
+
+
+class LinOp(msgspec.Struct, frozen=True, kw_only=True):
+    """One operation of a history, as the linearizability search sees it.
+
+    `call` and `ret` are positions on one time line (event indices or ns);
+    `ret` is None for an operation whose outcome is unknown, which stays open
+    until the end of the history. `known` is False when the outcome is
+    unknown: the operation may take effect once at any point after `call`,
+    or never, and its `output` is ignored.
+    """
+
+    id: int
+    process: int | str
+    call: int
+    ret: int | None
+    f: str
+    key: Any = None
+    input: Any = None
+    output: Any = None
+    known: bool = True
+
+
+class Unplaceable(msgspec.Struct, kw_only=True):
+    """An operation no linearization could place, and the model states
+    (rendered by the model) that were reachable just before its deadline."""
+
+    op: LinOp
+    states_before: list[Any]
+    states_truncated: bool = False
+
+
+class PartitionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The verdict on one partition (one key, or the whole history)."""
+
+    key: Any
+    valid: Validity
+    ops: int
+    states_explored: int = 0
+    max_frontier: int = 0
+    elapsed_s: float = 0.0
+    # Why the verdict is "unknown" (budget, error), or None.
+    reason: str | None = None
+    # For a violation: op ids of a longest linearizable prefix, in order.
+    linearized_prefix: list[int] = []
+    # For a violation: the operation(s) that could not be placed.
+    unplaceable: list[Unplaceable] = []
+    # For "unknown": how far the search got, as a count of return events.
+    events_done: int = 0
+    events_total: int = 0
+
+
+class LinResult(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """The verdict on a whole history.
+
+    `valid` merges the partitions as false > unknown > true. `failure` is
+    the smallest failing partition (with its report data), if any.
+    `partition_results` holds every partition that was decided or that ran
+    out of budget; partitions skipped after a failure are counted in
+    `partitions_skipped`.
+    """
+
+    valid: Validity
+    model: str
+    ops: int
+    partitions: int
+    states_explored: int
+    cache_size: int
+    elapsed_s: float
+    failure: PartitionResult | None = None
+    partition_results: list[PartitionResult] = []
+    partitions_skipped: int = 0
+    reason: str | None = None
