@@ -11,7 +11,8 @@ See `node.py` for the design and `bench/storage.py` for why it is a log of
 our own rather than SQLite or LMDB.
 """
 
-from ember.storage.group_log import GroupOps, PersistedState
+from ember.raft import PersistedState
+from ember.storage.group_log import GroupOps
 from ember.storage.node import GroupStorage, NodeStorage, StorageStats
 from ember.storage.records import StorageCorruption
 

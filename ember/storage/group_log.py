@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import msgspec
 
+from ember.raft import PersistedState
 from ember.raft.messages import Entry, GroupId, HardState, Snapshot
 
 
@@ -28,14 +29,6 @@ class GroupOps(msgspec.Struct, frozen=True, kw_only=True):
     hard_state: HardState | None = None
     # The group left this node: forget everything about it.
     drop: bool = False
-
-
-class PersistedState(msgspec.Struct, kw_only=True):
-    """What a restart loads: the shape of ember.raft's PersistedState."""
-
-    hard_state: HardState
-    snapshot: Snapshot | None
-    entries: list[Entry]  # after the snapshot, contiguous
 
 
 class GroupLog:

@@ -43,8 +43,9 @@ from pathlib import Path
 
 import msgspec
 
+from ember.raft import PersistedState
 from ember.raft.messages import Entry, GroupId, HardState, Snapshot
-from ember.storage.group_log import GroupLog, GroupOps, PersistedState
+from ember.storage.group_log import GroupLog, GroupOps
 from ember.storage.records import StorageCorruption, frame, scan
 
 log = logging.getLogger(__name__)
