@@ -10,7 +10,8 @@ See `transport.py` for how connections, queues and reconnects work.
 """
 
 from ember.net.framing import FrameError, Hello, encode_frame
-from ember.net.transport import Address, PeerStats, Transport, TransportConfig
+from ember.net.links import PeerStats, TransportConfig
+from ember.net.transport import Address, Transport
 
 __all__ = [
     "Address",

@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import logging
 import random
-import socket
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine
@@ -43,7 +42,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.net.framing import (
-    DEFAULT_MAX_FRAME_BYTES,
     PROTOCOL_VERSION,
     FrameError,
     Hello,
@@ -52,6 +50,7 @@ from ember.net.framing import (
     encode_frame,
     read_body,
 )
+from ember.net.links import PeerStats, TransportConfig, close_writer, tune_socket
 from ember.raft.messages import Message, NodeId
 
 log = logging.getLogger(__name__)
@@ -59,20 +58,6 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 # Frames written to the socket per write call, at most (bytes).
 _WRITE_CHUNK_BYTES = 1 << 20
-
-
-@dataclass(slots=True)
-class PeerStats:
-    """Counters of one peer's link."""
-
-    queued: int = 0
-    queued_bytes: int = 0
-    sent: int = 0
-    received: int = 0
-    dropped_overflow: int = 0
-    dropped_oversize: int = 0
-    connects: int = 0
-    bad_frames: int = 0
 
 
 @dataclass(slots=True)
@@ -84,21 +69,6 @@ class _Peer:
     stats: PeerStats = field(default_factory=PeerStats)
     conn: asyncio.Task[None] | None = None
     dialer: asyncio.Task[None] | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TransportConfig:
-    """Bounds and timings; the defaults suit a LAN cluster."""
-
-    max_queue_msgs: int = 4096
-    max_queue_bytes: int = 32 << 20
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-    backoff_base_s: float = 0.05
-    backoff_max_s: float = 2.0
-    stable_after_s: float = 1.0
-    connect_timeout_s: float = 2.0
-    handshake_timeout_s: float = 2.0
-    user_timeout_ms: int = 10_000
 
 
 class Transport:
@@ -268,7 +238,7 @@ class Transport:
         self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         """Run one established connection until either direction fails."""
-        _tune_socket(writer, self.config.user_timeout_ms)
+        tune_socket(writer, self.config.user_timeout_ms)
         peer.stats.connects += 1
         tasks = {
             self._spawn(self._read_loop(peer, reader), f"read {peer.id}"),
@@ -336,7 +306,7 @@ class Transport:
             if hello.src != peer.id or hello.dst != self.node_id:
                 raise FrameError(f"handshake from {hello.src} to {hello.dst}, expected {peer.id}")
         except BaseException:
-            await _close_writer(writer)
+            await close_writer(writer)
             raise
         return reader, writer
 
@@ -383,7 +353,7 @@ class Transport:
             )
         except (FrameError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
             log.error("%s: rejecting connection from %s: %s", self.node_id, remote, exc)
-            await _close_writer(writer)
+            await close_writer(writer)
             return None
         return peer
 
@@ -403,24 +373,3 @@ class Transport:
         finally:
             if peer.conn is me:
                 peer.conn = None
-
-
-def _tune_socket(writer: asyncio.StreamWriter, user_timeout_ms: int) -> None:
-    sock = writer.get_extra_info("socket")
-    if sock is None:
-        return
-    # Raft messages are small and latency-bound: no Nagle delay.
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-    if hasattr(socket, "TCP_USER_TIMEOUT"):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, user_timeout_ms)
-    if hasattr(socket, "TCP_KEEPIDLE"):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, max(1, user_timeout_ms // 2000))
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, 3)
-
-
-async def _close_writer(writer: asyncio.StreamWriter) -> None:
-    writer.close()
-    with contextlib.suppress(Exception):
-        await asyncio.wait_for(writer.wait_closed(), 1.0)
