@@ -90,11 +90,12 @@ class Transport:
         self.config = config or TransportConfig()
         self._rng = rng
         self._peers: dict[NodeId, _Peer] = {}
-        self._pending_peers = dict(peers)
         self._server: asyncio.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._closing = False
         self.dropped_unknown = 0
+        for peer_id, addr in peers.items():
+            self.add_peer(peer_id, addr)
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -102,8 +103,8 @@ class Transport:
         """Listen, then start dialing the peers this node dials."""
         host, port = self.listen_addr
         self._server = await asyncio.start_server(self._on_accept, host, port)
-        for peer_id, addr in self._pending_peers.items():
-            self.add_peer(peer_id, addr)
+        for peer in self._peers.values():
+            self._maybe_dial(peer)
 
     @property
     def address(self) -> Address:
@@ -130,22 +131,27 @@ class Transport:
         self._peers.clear()
 
     def add_peer(self, peer_id: NodeId, addr: Address) -> None:
-        """Know a peer (or its new address); dial it if this node is the dialer."""
+        """Know a peer (or its new address); dial it if this node is the dialer.
+
+        Messages sent to a known peer before `start()` wait in its queue.
+        """
         if peer_id == self.node_id:
             return
         peer = self._peers.get(peer_id)
         if peer is None:
             peer = self._peers[peer_id] = _Peer(peer_id, addr)
         peer.addr = addr
-        if self._server is None:
-            self._pending_peers[peer_id] = addr
+        self._maybe_dial(peer)
+
+    def _maybe_dial(self, peer: _Peer) -> None:
+        # The smaller id dials: one connection per pair, never two racing.
+        if self._server is None or self._closing or peer.dialer is not None:
             return
-        if self.node_id < peer_id and peer.dialer is None:
-            peer.dialer = self._spawn(self._dial_loop(peer), f"dial {peer_id}")
+        if self.node_id < peer.id:
+            peer.dialer = self._spawn(self._dial_loop(peer), f"dial {peer.id}")
 
     def remove_peer(self, peer_id: NodeId) -> None:
         """Forget a peer: close its connection and drop its queue."""
-        self._pending_peers.pop(peer_id, None)
         peer = self._peers.pop(peer_id, None)
         if peer is not None:
             for task in (peer.dialer, peer.conn):

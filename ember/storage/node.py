@@ -152,7 +152,10 @@ class NodeStorage:
         self._pending: list[GroupOps] = []
         self._committing = False
         self._failed: BaseException | None = None
-        self.path.mkdir(parents=True, exist_ok=True)
+        if not self.path.is_dir():
+            self.path.mkdir(parents=True)
+            # The directory's own entry must survive a power cut too.
+            _fsync_dir(self.path.parent)
         self._lock_fd = os.open(self.path / "LOCK", os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

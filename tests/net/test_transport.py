@@ -102,6 +102,23 @@ def test_many_groups_share_one_connection_both_ways() -> None:
     run(scenario())
 
 
+def test_messages_sent_before_start_are_delivered_after() -> None:
+    """Peers given at construction queue messages until the transport starts."""
+
+    async def scenario() -> None:
+        in2 = Inbox()
+        t2 = await started("n2", in2)
+        t1 = Transport("n1", ("127.0.0.1", 0), {"n2": t2.address}, Inbox(), rng=random.Random(1))
+        assert t1.send(append("n1", "n2", 1))
+        await t1.start()
+        t2.add_peer("n1", t1.address)
+        await in2.wait_for(1)
+        await t1.close()
+        await t2.close()
+
+    run(scenario())
+
+
 def test_reconnects_after_the_peer_restarts() -> None:
     """After the acceptor restarts on its port, the dialer reconnects and delivers."""
 

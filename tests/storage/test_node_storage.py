@@ -237,3 +237,68 @@ def test_reopen_always_loads_the_last_committed_state(
                 assert states(store) == committed
     finally:
         store.close()
+
+
+def test_commit_returns_only_after_the_record_is_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each commit writes its whole record and fdatasyncs it before returning."""
+    calls: list[str] = []
+    real_write, real_sync = os.write, os.fdatasync
+
+    def write(fd: int, data: bytes) -> int:
+        calls.append("write")
+        return real_write(fd, data)
+
+    def fdatasync(fd: int) -> None:
+        calls.append("sync")
+        real_sync(fd)
+
+    with NodeStorage(tmp_path) as store:
+        monkeypatch.setattr(os, "write", write)
+        monkeypatch.setattr(os, "fdatasync", fdatasync)
+        for i in range(1, 4):
+            store.group("g1").save([entry(i)])
+            store.commit()
+            assert calls[-2:] == ["write", "sync"]
+            calls.append("acked")
+    assert calls == ["write", "sync", "acked"] * 3
+
+
+def test_failed_sync_poisons_the_store(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After an fsync error every call refuses; reopening recovers from disk."""
+    with NodeStorage(tmp_path) as store:
+        store.group("g1").save([entry(1)])
+        store.commit()
+
+        def failing(fd: int) -> None:
+            raise OSError(5, "Input/output error")
+
+        monkeypatch.setattr(os, "fdatasync", failing)
+        store.group("g1").save([entry(2)])
+        with pytest.raises(OSError):
+            store.commit()
+        monkeypatch.undo()
+        with pytest.raises(RuntimeError, match="unusable after an I/O error"):
+            store.group("g1").save([entry(3)])
+    with NodeStorage(tmp_path) as store:
+        assert store.group("g1").last_index in (1, 2)
+
+
+def test_superseded_segment_left_by_a_crash_is_deleted(tmp_path: Path) -> None:
+    """If a crash kept the old segment beside its replacement, the newest wins."""
+    with NodeStorage(tmp_path, segment_bytes=1) as store:
+        store.group("g1").save([entry(1)])
+        store.commit()
+        old = segment(tmp_path)
+        stale = old.read_bytes()
+        rotations = store.stats.rotations
+        while store.stats.rotations == rotations:
+            store.group("g1").save([entry(store.group("g1").last_index + 1)])
+            store.commit()
+        before = states(store)
+    assert not old.exists()
+    old.write_bytes(stale)
+    with NodeStorage(tmp_path) as store:
+        assert states(store) == before
+    assert not old.exists()
