@@ -119,12 +119,13 @@ class Control:
         # Like `StrictHostKeyChecking=accept-new`: cluster containers make
         # fresh host keys each start; a changed known key still fails.
         client.set_missing_host_key_policy(paramiko.AutoAddPolicy())
+        pkey = _load_key(node)
         try:
             client.connect(
                 target.host,
                 port=target.port,
                 username=target.user,
-                key_filename=target.key_path,
+                pkey=pkey,
                 timeout=self.connect_timeout_s,
                 banner_timeout=self.connect_timeout_s,
                 auth_timeout=self.connect_timeout_s,
@@ -265,6 +266,17 @@ class Control:
         if errors:
             raise ControlError("; ".join(str(e) for e in errors)) from errors[0]
         return results
+
+
+def _load_key(node: NodeHandle) -> paramiko.PKey | None:
+    # Loaded here, not via connect(key_filename=...), which tries every key
+    # type and reports the last type's parse error instead of a failed login.
+    if node.ssh.key_path is None:
+        return None
+    try:
+        return paramiko.PKey.from_path(node.ssh.key_path)
+    except (OSError, paramiko.SSHException, ValueError) as exc:
+        raise ControlError(f"cannot load SSH key {node.ssh.key_path} for {node.name}: {exc}") from exc
 
 
 def _has_ssh_banner(target: SshTarget, timeout_s: float) -> bool:

@@ -96,11 +96,21 @@ def _digest(parts: Iterable[str | bytes]) -> str:
     return h.hexdigest()[:12]
 
 
-def _source_files() -> list[Path]:
-    files = [ROOT / "pyproject.toml", ROOT / "README.md"]
+def _source_files(root: Path) -> list[Path]:
+    files = [root / "pyproject.toml", root / "README.md"]
     for pkg in SOURCE_PACKAGES:
-        files.extend(p for p in sorted((ROOT / pkg).rglob("*.py")) if "__pycache__" not in p.parts)
+        files.extend(p for p in sorted((root / pkg).rglob("*.py")) if "__pycache__" not in p.parts)
     return [f for f in files if f.is_file()]
+
+
+def snapshot_source(dest: Path, root: Path = ROOT) -> Path:
+    """Copy the files the faultline wheel is built from into `dest`: a
+    stable source for builds while the work tree keeps changing."""
+    for f in _source_files(root):
+        target = dest / f.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(f, target)
+    return dest
 
 
 def base_tag() -> str:
@@ -116,11 +126,11 @@ def deps_tag(base: str) -> str:
     return f"faultline-deps:{_digest(parts)}"
 
 
-def ember_tag(deps: str) -> str:
-    """Tag of the top layer on `deps` for the current source."""
+def ember_tag(deps: str, root: Path = ROOT) -> str:
+    """Tag of the top layer on `deps` for the source under `root`."""
     parts: list[str | bytes] = [deps, (IMAGES_DIR / "ember.Dockerfile").read_bytes()]
-    for f in _source_files():
-        parts += [str(f.relative_to(ROOT)), f.read_bytes()]
+    for f in _source_files(root):
+        parts += [str(f.relative_to(root)), f.read_bytes()]
     return f"faultline-ember:{_digest(parts)}"
 
 
@@ -273,18 +283,13 @@ def _build_deps(client: Any, base: str, tag: str) -> None:
         docker_build(client, "deps: venv", ctx, "deps.Dockerfile", tag, BASE=base)
 
 
-def _build_top(client: Any, deps: str, tag: str) -> None:
+def _build_top(client: Any, deps: str, tag: str, root: Path) -> None:
     house = _wheelhouse(deps)
     with tempfile.TemporaryDirectory(dir=_cache()) as work_name:
         work = Path(work_name)
         # Build from a copy so the work tree gets no build/ or egg-info, and
         # offline: build isolation takes setuptools from the wheelhouse.
-        src = work / "src"
-        src.mkdir()
-        for f in _source_files():
-            dest = src / f.relative_to(ROOT)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(f, dest)
+        src = snapshot_source(work / "src", root)
         ctx = work / "ctx"
         argv = [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-index"]
         argv += ["--find-links", str(house), "-w", str(ctx / "dist"), str(src)]
@@ -294,12 +299,15 @@ def _build_top(client: Any, deps: str, tag: str) -> None:
 
 
 def build_image(
-    *, allow_pull: bool = True, log: Callable[[str], None] = lambda _m: None
+    *,
+    allow_pull: bool = True,
+    source_root: Path = ROOT,
+    log: Callable[[str], None] = lambda _m: None,
 ) -> BuildReport:
-    """Build (or find cached) the ember image; return its tag and per-step times."""
+    """Build (or find cached) the ember image from the source under
+    `source_root`; return its tag and per-step times."""
     client = connect_docker(timeout_s=1800)
     report = BuildReport()
-    steps: list[tuple[str, str, Callable[[str], None]]] = []
     base = base_tag()
 
     def make_base(tag: str) -> None:
@@ -311,11 +319,11 @@ def build_image(
             _build_base_from_standard(client, ref, tag)
 
     deps = deps_tag(base)
-    top = ember_tag(deps)
+    top = ember_tag(deps, source_root)
     steps = [
         ("base", base, make_base),
         ("deps", deps, lambda t: _build_deps(client, base, t)),
-        ("top", top, lambda t: _build_top(client, deps, t)),
+        ("top", top, lambda t: _build_top(client, deps, t, source_root)),
     ]
     for step, tag, make in steps:
         started = time.monotonic()
@@ -326,8 +334,22 @@ def build_image(
         make(tag)
         report.record(step, f"built {tag}", started)
     client.images.get(top).tag("faultline-ember", "latest")
+    _prune_old_tops(client, keep=top)
     report.tag = top
     return report
+
+
+def _prune_old_tops(client: Any, keep: str) -> None:
+    """Untag earlier top layers (one per source change) so they do not pile
+    up; an image a container still uses is refused by docker and kept."""
+    for image in client.images.list(name="faultline-ember"):
+        for tag in image.tags:
+            if tag in (keep, "faultline-ember:latest"):
+                continue
+            try:
+                client.images.remove(tag, noprune=False)
+            except docker.errors.APIError:
+                continue  # in use by a running cluster: it goes next time
 
 
 def main(argv: list[str] | None = None) -> int:
