@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bug", choices=sorted(PLANTED_BUGS), help="switch on a planted bug")
     p.add_argument("--catchup-margin", type=int, default=20)
     p.add_argument("--compact-every", type=int, default=40, help="0: never compact")
+    p.add_argument("--max-append", type=int, default=64, help="max entries per AppendEntries")
     p.add_argument("--faults", type=_faults, default=FAULT_KINDS, help="comma list, or none")
     p.add_argument("--fault-gap-ms", type=float, default=300.0, help="mean gap between faults")
     p.add_argument("--propose-ms", type=float, default=10.0, help="mean gap between proposals")
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
             bug=args.bug,
             catchup_margin=args.catchup_margin,
             compact_every=args.compact_every,
+            max_append=args.max_append,
             faults=args.faults,
             fault_gap_ms=args.fault_gap_ms,
             propose_ms=args.propose_ms,

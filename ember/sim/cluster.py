@@ -100,6 +100,8 @@ class SimNode:
         self.crashes = 0
         # (index, state bytes) captured for the next compaction.
         self.snap_mark: tuple[int, bytes] | None = None
+        # Entries the last write truncated from `written` (for the checker).
+        self.removed: list[Entry] = []
 
 
 class Cluster:
@@ -277,7 +279,7 @@ class Cluster:
             assert node.raw is not None
             if node.raw.has_ready():
                 rd = node.raw.ready()
-                node.written.write(rd.snapshot, rd.entries, rd.hard_state)
+                node.removed = node.written.write(rd.snapshot, rd.entries, rd.hard_state)
                 node.busy = rd
                 self.observer.on_write(node, rd)
                 lo, hi = node.timing.fsync_min_ns, node.timing.fsync_max_ns

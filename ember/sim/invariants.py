@@ -133,6 +133,14 @@ class Invariants(Observer):
 
     def on_write(self, node: SimNode, rd: Ready) -> None:
         log = node.written
+        for gone in node.removed:
+            done = self.committed.get(gone.index)
+            if done is not None and done.blob == _blob(gone):
+                self._fail(
+                    "state-machine-safety",
+                    node.id,
+                    f"committed entry {gone.index} (term {gone.term}) truncated from its log",
+                )
         for entry in rd.entries:
             if entry.index > log.snap_index:
                 self._check_entry(node, log, entry)
@@ -193,14 +201,6 @@ class Invariants(Observer):
                     node.id,
                     f"entry {key} follows term {prev} here, term {seen[1]} elsewhere",
                 )
-        done = self.committed.get(entry.index)
-        if done is not None and done.blob != blob:
-            self._fail(
-                "state-machine-safety",
-                node.id,
-                f"committed entry at {entry.index} (term {done.term}) overwritten by term "
-                f"{entry.term}",
-            )
         if entry.kind == "config":
             self._check_config_chain(node, log, entry)
 

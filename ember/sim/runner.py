@@ -37,6 +37,7 @@ class SimConfig:
     bug: str | None = None
     catchup_margin: int = 20
     compact_every: int = 40
+    max_append: int = 64  # RaftConfig.max_entries_per_append
     faults: tuple[str, ...] = FAULT_KINDS
     fault_gap_ms: float = 300.0
     propose_ms: float = 10.0
@@ -45,6 +46,8 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.nodes < 1:
             raise ValueError(f"--nodes must be at least 1, got {self.nodes}")
+        if self.max_append < 1:
+            raise ValueError(f"--max-append must be at least 1, got {self.max_append}")
         if self.spares is not None and self.spares < 0:
             raise ValueError(f"--spares must be >= 0, got {self.spares}")
         if self.sim_seconds <= 0 or self.heal_seconds <= 0:

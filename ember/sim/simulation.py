@@ -43,7 +43,11 @@ class Simulation:
         self.base_network = NetworkConfig()
         self.network = Network(self.seeds.rng("network"), self.base_network)
         bugs = frozenset({config.bug}) if config.bug else frozenset()
-        raft = RaftConfig(catchup_margin=config.catchup_margin, planted_bugs=bugs)
+        raft = RaftConfig(
+            catchup_margin=config.catchup_margin,
+            max_entries_per_append=config.max_append,
+            planted_bugs=bugs,
+        )
         ref: list[Cluster] = []
         self.invariants = Invariants(ref, config.catchup_margin)
         self.workload = Workload(ref, self.seeds.rng("workload"), ids, min(3, config.nodes))

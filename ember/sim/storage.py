@@ -53,32 +53,39 @@ class DiskLog:
 
     def write(
         self, snapshot: Snapshot | None, entries: Sequence[Entry], hard_state: HardState | None
-    ) -> None:
-        """Apply one Ready's durable part: snapshot, then entries, then hard state."""
+    ) -> list[Entry]:
+        """Apply one Ready's durable part: snapshot, then entries, then hard state.
+
+        Returns the entries the write removed from the tail (a truncation).
+        """
+        removed: list[Entry] = []
         if snapshot is not None:
             self.snapshot = snapshot
             self.entries = []
             self.config_indexes = []
         if entries:
-            self._append(entries)
+            removed = self._append(entries)
         if hard_state is not None:
             self.hard_state = hard_state
+        return removed
 
-    def _append(self, entries: Sequence[Entry]) -> None:
+    def _append(self, entries: Sequence[Entry]) -> list[Entry]:
         first = entries[0].index
         snap = self.snap_index
         if first <= snap:
             # Entries the snapshot already covers: keep only those after it.
             entries = [e for e in entries if e.index > snap]
             if not entries:
-                return
+                return []
             first = entries[0].index
         if first > self.last_index + 1:
             raise ValueError(f"log gap: writing index {first} after last index {self.last_index}")
+        removed = self.entries[first - snap - 1 :]
         del self.entries[first - snap - 1 :]
         del self.config_indexes[bisect.bisect_left(self.config_indexes, first) :]
         self.entries.extend(entries)
         self.config_indexes.extend(e.index for e in entries if e.kind == "config")
+        return removed
 
     def conf_before(self, index: int) -> tuple[int, ConfState | None, int]:
         """(index, conf, token) of the last configuration strictly before `index`.

@@ -1,0 +1,77 @@
+"""`python -m ember.sim`: output order, summary, exit codes, events, bad flags."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ember.sim.__main__ import main
+
+QUICK = ["--nodes", "3", "--sim-seconds", "1", "--heal-seconds", "10", "--quiet"]
+
+
+def test_valid_run_prints_seed_first_then_summary_and_exits_0(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A clean run: seed on the first line, each invariant's verdict, exit 0."""
+    code = main(["--seed", "11", "--faults", "none", *QUICK])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == "seed 11"
+    for word in ("ops proposed", "changes submitted", "faults injected", "one-leader-per-term"):
+        assert word in out
+    assert "valid (seed 11)" in out
+    assert code == 0
+
+
+def test_violation_prints_replay_command_and_exits_1(capsys: pytest.CaptureFixture[str]) -> None:
+    """A planted bug: INVALID, the replay command, exit 1."""
+    code = main(["--seed", "5", "--bug", "skip-joint", *QUICK, "--sim-seconds", "3"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "INVALID (safety)" in out
+    assert "replay: python -m ember.sim --seed 5 --nodes 3" in out
+    assert "--bug skip-joint" in out
+
+
+def test_events_dir_gets_one_events_file_per_node_in_the_envelope(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--events-dir writes <node>/events.jsonl with the docs/events.md envelope."""
+    main(["--seed", "3", "--events-dir", str(tmp_path), *QUICK])
+    capsys.readouterr()
+    files = sorted(tmp_path.glob("*/events.jsonl"))
+    assert [f.parent.name for f in files] == [f"n{i}" for i in range(1, 7)]
+    events = [json.loads(line) for line in files[0].read_text().splitlines()]
+    assert events
+    for event in events:
+        assert {"kind", "node", "group", "mono_ns", "wall"} <= event.keys()
+        assert event["node"] == "n1"
+    assert any(
+        e["kind"] == "role" for f in files for e in map(json.loads, f.read_text().splitlines())
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--nodes", "0"], "--nodes must be at least 1"),
+        (["--bug", "nope"], "invalid choice"),
+        (["--faults", "bogus"], "unknown fault kind"),
+        (["--seed", "x"], "invalid int value"),
+        (["--sim-seconds", "-1"], "must be positive"),
+    ],
+)
+def test_bad_flags_give_one_clear_message_and_exit_2(
+    argv: list[str], needle: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Bad input: one line on stderr naming the problem, exit 2, no traceback."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own errors exit from inside main
+        code = exc.code  # type: ignore[assignment]
+    err = capsys.readouterr().err
+    assert code == 2
+    assert needle in err
+    assert "Traceback" not in err
