@@ -1,14 +1,16 @@
 """Benchmark durable-log candidates for ember's storage: appends/s and fsyncs/s.
 
 Usage: python bench/storage.py [--seconds S] [--repeats N] [--dir DIR]
-                              [--candidates ember,sqlite,lmdb]
+                              [--candidates ember,sqlite,lmdb] [--no-sync]
 
 Each candidate makes every batch durable before the next (one fsync per
 batch, as one Raft Ready per node). A batch of B entries is spread over
 `--groups` groups the way a node batches many groups' Readies, and carries a
 hard-state write per touched group. Cells run for `--seconds` each; the table
 reports entries appended per second and durable commits (fsyncs) per second
-for batch sizes 1, 16 and 128.
+for batch sizes 1, 16 and 128. `--no-sync` turns fsync off in every
+candidate to show CPU cost per commit, which matters on a 2-core node where
+the same cores run Raft, the transport and the state machine.
 
 Candidates:
 - ember:  ember.storage.NodeStorage, our checksummed write-ahead log
@@ -19,6 +21,7 @@ Candidates:
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sqlite3
 import statistics
@@ -48,8 +51,12 @@ class Candidate(Protocol):
 
 
 class EmberCandidate:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sync: bool) -> None:
         self.store = NodeStorage(path)
+        if not sync:
+            # CPU-cost mode only: NodeStorage has no unsafe option, so the
+            # bench swaps the syscall out for this process.
+            os.fdatasync = lambda fd: None
 
     def write(self, batch: dict[str, list[Entry]], hard: dict[str, HardState]) -> None:
         for group, entries in batch.items():
@@ -61,11 +68,11 @@ class EmberCandidate:
 
 
 class SqliteCandidate:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sync: bool) -> None:
         path.mkdir(parents=True, exist_ok=True)
         self.db = sqlite3.connect(path / "raft.db", isolation_level=None)
         self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute(f"PRAGMA synchronous={'FULL' if sync else 'OFF'}")
         self.db.execute(
             "CREATE TABLE log (grp TEXT, idx INTEGER, term INTEGER, body BLOB,"
             " PRIMARY KEY (grp, idx)) WITHOUT ROWID"
@@ -92,10 +99,10 @@ class SqliteCandidate:
 
 
 class LmdbCandidate:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, sync: bool) -> None:
         import lmdb  # type: ignore[import-not-found, unused-ignore]  # optional, untyped
 
-        self.env: Any = lmdb.open(str(path), map_size=4 << 30, sync=True, metasync=True)
+        self.env: Any = lmdb.open(str(path), map_size=4 << 30, sync=sync, metasync=sync)
 
     def write(self, batch: dict[str, list[Entry]], hard: dict[str, HardState]) -> None:
         with self.env.begin(write=True) as txn:
@@ -109,7 +116,7 @@ class LmdbCandidate:
         self.env.close()
 
 
-CANDIDATES: dict[str, Callable[[Path], Candidate]] = {
+CANDIDATES: dict[str, Callable[[Path, bool], Candidate]] = {
     "ember": EmberCandidate,
     "sqlite": SqliteCandidate,
     "lmdb": LmdbCandidate,
@@ -117,10 +124,15 @@ CANDIDATES: dict[str, Callable[[Path], Candidate]] = {
 
 
 def run_cell(
-    make: Callable[[Path], Candidate], path: Path, batch_size: int, groups: int, seconds: float
+    make: Callable[[Path, bool], Candidate],
+    path: Path,
+    batch_size: int,
+    groups: int,
+    seconds: float,
+    sync: bool = True,
 ) -> tuple[float, float]:
     """Append batches for `seconds`; return (entries/s, fsyncs/s)."""
-    store = make(path)
+    store = make(path, sync)
     next_index = dict.fromkeys((f"g{i}" for i in range(groups)), 1)
     names = list(next_index)
     body = b"x" * ENTRY_BYTES
@@ -151,6 +163,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=8, help="groups a batch spreads over")
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: tmp)")
     parser.add_argument("--candidates", default="ember,sqlite,lmdb")
+    parser.add_argument(
+        "--no-sync",
+        action="store_true",
+        help="measure CPU cost per commit with fsync off (NOT durable; run separately)",
+    )
     args = parser.parse_args(argv)
     unknown = set(args.candidates.split(",")) - set(CANDIDATES)
     if unknown:
@@ -169,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         f"dir={root} entry={ENTRY_BYTES}B groups={args.groups} "
         f"seconds/cell={args.seconds} repeats={args.repeats} (median shown)"
     )
-    print(f"{'candidate':<10}{'batch':>6}{'appends/s':>12}{'fsyncs/s':>11}")
+    sync_column = "commits/s (fsync OFF: CPU cost only)" if args.no_sync else "fsyncs/s"
+    print(f"{'candidate':<10}{'batch':>6}{'appends/s':>12}  {sync_column}")
     try:
         for batch_size in BATCH_SIZES:
             cells: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
@@ -180,7 +198,14 @@ def main(argv: list[str] | None = None) -> int:
                     path = root / f"{name}-{batch_size}-{repeat}"
                     try:
                         cells[name].append(
-                            run_cell(CANDIDATES[name], path, batch_size, args.groups, args.seconds)
+                            run_cell(
+                                CANDIDATES[name],
+                                path,
+                                batch_size,
+                                args.groups,
+                                args.seconds,
+                                sync=not args.no_sync,
+                            )
                         )
                     except ImportError as exc:
                         print(f"{name:<10} skipped: {exc}")
@@ -190,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
             for name, results in cells.items():
                 appends = statistics.median(r[0] for r in results)
                 fsyncs = statistics.median(r[1] for r in results)
-                print(f"{name:<10}{batch_size:>6}{appends:>12,.0f}{fsyncs:>11,.0f}", flush=True)
+                print(f"{name:<10}{batch_size:>6}{appends:>12,.0f}  {fsyncs:>9,.0f}", flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
