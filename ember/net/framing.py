@@ -20,6 +20,8 @@ from ember.raft.messages import Message, NodeId
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 64 << 20
+# Before the peer has said who it is, read no more than a Hello needs.
+MAX_HELLO_BYTES = 4096
 _LENGTH = struct.Struct(">I")
 
 

@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.net.framing import (
+    MAX_HELLO_BYTES,
     PROTOCOL_VERSION,
     FrameError,
     Hello,
@@ -304,7 +305,7 @@ class Transport:
                 encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id))
             )
             body = await asyncio.wait_for(
-                read_body(reader, self.config.max_frame_bytes), self.config.handshake_timeout_s
+                read_body(reader, MAX_HELLO_BYTES), self.config.handshake_timeout_s
             )
             if body is None:
                 raise FrameError("peer closed the connection during the handshake")
@@ -346,7 +347,7 @@ class Transport:
         remote = writer.get_extra_info("peername")
         try:
             body = await asyncio.wait_for(
-                read_body(reader, self.config.max_frame_bytes), self.config.handshake_timeout_s
+                read_body(reader, MAX_HELLO_BYTES), self.config.handshake_timeout_s
             )
             if body is None:
                 raise FrameError("closed before the handshake")

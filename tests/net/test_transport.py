@@ -283,16 +283,19 @@ def test_bad_frame_closes_only_that_connection(kind: str, caplog: pytest.LogCapt
 
 
 @pytest.mark.parametrize(
-    "hello",
+    ("hello", "reason"),
     [
-        b"\x00\x00\x00\x03abc",
-        encode_frame(Hello(version=PROTOCOL_VERSION, src="n7", dst="n2")),
-        encode_frame(Hello(version=PROTOCOL_VERSION, src="n3", dst="n2")),
+        (b"\x00\x00\x00\x03abc", "undecodable handshake"),
+        (b"\x01\x00\x00\x00", "exceeds the limit of 4096"),
+        (encode_frame(Hello(version=PROTOCOL_VERSION, src="n7", dst="n2")), "from n7"),
+        (encode_frame(Hello(version=PROTOCOL_VERSION, src="n3", dst="n2")), "from n3"),
     ],
-    ids=["garbage", "unknown-peer", "peer-that-should-not-dial"],
+    ids=["garbage", "huge", "unknown-peer", "peer-that-should-not-dial"],
 )
-def test_bad_handshake_is_rejected(hello: bytes, caplog: pytest.LogCaptureFixture) -> None:
-    """A garbage or unexpected handshake is refused with a logged error."""
+def test_bad_handshake_is_rejected(
+    hello: bytes, reason: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A garbage, oversized or unexpected handshake is refused with a logged reason."""
 
     async def scenario() -> None:
         t2 = await started("n2", Inbox())
@@ -302,6 +305,7 @@ def test_bad_handshake_is_rejected(hello: bytes, caplog: pytest.LogCaptureFixtur
         assert await reader.read() == b""
         writer.close()
         assert "rejecting connection" in caplog.text
+        assert reason in caplog.text
         await t2.close()
 
     with caplog.at_level(logging.ERROR):
