@@ -32,9 +32,15 @@ class Simulation:
     """One run of one SimConfig; `run()` once."""
 
     def __init__(
-        self, config: SimConfig, progress: Callable[[Simulation], None] | None = None
+        self,
+        config: SimConfig,
+        progress: Callable[[Simulation], None] | None = None,
+        *,
+        stop_at_violation: bool = True,
     ) -> None:
         self.config = config
+        # The benchmark runs to the end even past a violation; checks never do.
+        self.stop_at_violation = stop_at_violation
         self.progress = progress
         ids = config.node_ids
         self.seeds = Seeds(config.seed, ids)
@@ -107,7 +113,9 @@ class Simulation:
             if event is None:
                 return True
             self._dispatch(event.kind, event.payload)
-            if self.invariants.violations or self.converged_ns is not None:
+            if self.converged_ns is not None or (
+                self.invariants.violations and self.stop_at_violation
+            ):
                 return False
             count += 1
             if self.progress is not None and count % 2000 == 0:
