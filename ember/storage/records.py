@@ -49,8 +49,7 @@ class StorageCorruption(Exception):  # noqa: N818 - the name the design and call
         self.offset = offset
         self.reason = reason
         super().__init__(
-            f"{path}: corrupt record at byte offset {offset}: {reason}; "
-            "refusing to start (valid data follows it, so this is not a torn tail)"
+            f"{path}: corrupt record at byte offset {offset}: {reason}; refusing to start"
         )
 
 
@@ -122,7 +121,10 @@ def scan(path: Path, buf: bytes, *, tail_allowed: bool) -> SegmentScan:
             later = _has_valid_record_after(buf, offset)
             if later is not None:
                 raise StorageCorruption(
-                    path, offset, f"{reason} (a valid record starts at byte offset {later})"
+                    path,
+                    offset,
+                    f"{reason}, yet a valid record starts at byte offset {later}, "
+                    "so this is damage to acknowledged data, not a torn tail",
                 )
             if not tail_allowed:
                 raise StorageCorruption(path, offset, reason)

@@ -88,8 +88,8 @@ def test_many_groups_share_one_connection_both_ways() -> None:
             RequestVote(group=f"g{i}", src="n2", dst="n1", term=2, last_index=i, last_term=1)
             for i in range(100)
         ]
-        for msg in replies:
-            t2.send(msg)
+        for reply in replies:
+            t2.send(reply)
         await in2.wait_for(500)
         await in1.wait_for(100)
         assert in2.messages == sent
