@@ -14,10 +14,11 @@ status after each event, and keeps a global, omniscient record:
 - `applied[index]`: the bytes applied there (state-machine safety);
 - configuration rules, checked on every configuration entry written:
   stable(C) -> joint(new, old=C) -> stable(new); a leader appends one only when
-  the previous one is committed; a joint entry only once each new voter is
-  within the catch-up margin; a leader's commit point must be durable on a
-  majority of its configuration (both majorities while joint; learners never
-  count) and every joint entry on a majority of each side.
+  the previous one is committed; a joint entry only once each new voter has
+  been within the catch-up margin while the leader waited (or is now); a
+  leader's commit point must be durable on a majority of its configuration
+  (both majorities while joint; learners never count) and every joint entry
+  on a majority of each side.
 
 A violation is recorded with the simulated time and the node; the driver
 stops at the first one.
@@ -102,6 +103,8 @@ class Invariants(Observer):
         self.last_status: dict[str, Status] = {}
         self._completeness_checked: set[tuple[int, str]] = set()
         self._joint_checked: set[int] = set()
+        # (leader, term, peer): peer was within the margin while that leader waited.
+        self._caught_up: set[tuple[str, int, str]] = set()
         # node -> (commit, conf before the batch, conf after) awaiting the fsync.
         self._pending_quorum: dict[str, tuple[int, ConfState, ConfState]] = {}
 
@@ -170,6 +173,24 @@ class Invariants(Observer):
         pending = self._pending_quorum.pop(node.id, None)
         if pending is not None:
             self._check_quorum(node, *pending)
+        if rd.entries or rd.snapshot is not None:
+            self._note_caught_up(node)
+
+    def _note_caught_up(self, node: SimNode) -> None:
+        """Remember peers that were within the margin of a catching-up leader.
+
+        A peer may catch up and fall behind again before the last new peer
+        catches up (jraft waits for each separately), so the joint entry needs
+        each new peer to have been within the margin during the wait, as seen
+        from the peers' durable logs, not from what the leader reports.
+        """
+        for leader in self.cluster.leaders():
+            st = leader.status
+            if st is None or st.stage != "catching-up" or leader is node:
+                continue
+            last = leader.written.last_index
+            if last - _match_index(node.durable, leader.written, last) <= self.catchup_margin:
+                self._caught_up.add((leader.id, st.term, node.id))
 
     def on_applied(self, node: SimNode, entry: Entry) -> None:
         self.checks["state-machine-safety"] += 1
@@ -316,6 +337,8 @@ class Invariants(Observer):
         self.checks["catchup-margin"] += 1
         leader_last = entry.index - 1
         for peer in sorted(set(conf.peers) - set(conf.old_peers or ())):
+            if (node.id, entry.term, peer) in self._caught_up:
+                continue
             match = _match_index(self.cluster.nodes[peer].written, log, leader_last)
             if leader_last - match > self.catchup_margin:
                 self._fail(
