@@ -7,9 +7,11 @@ Otherwise, from the nodes' audit events (each node's last word per group):
 
 - every zone partition's pending, planned and cancel are empty, and stable
   equals the last target (checkers/assignments.py replays the keys);
-- each group has exactly one node whose last role is leader, its
-  configuration is stable (not joint) and, for a partition's group
-  (`part-<partition>`), its voters equal that partition's stable;
+- each group has exactly one node whose last role is leader in the group's
+  latest leadership term and has seen no later term (a node's role resets
+  when it reports `started`), every voter follows it in that term and holds
+  its configuration, which is stable (not joint) and, for a partition's
+  group (`part-<partition>`), has voters equal to that partition's stable;
 - the group's voters agree on their last `applied` (index, digest); and at
   any index two nodes both reported, their digests agree.
 
@@ -22,7 +24,6 @@ from typing import Any
 
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import peers_of, replay_partitions
-from checkers.audit import by_group
 from checkers.stats import change_windows, fault_windows
 
 DEFAULT_QUIET_S = 5.0
@@ -55,7 +56,7 @@ class ConvergenceChecker:
             )
         out: list[Anomaly] = []
         stable = self._assignments(ctx.audit, out)
-        groups = by_group(ctx.audit)
+        groups = group_ends(ctx.audit, out)
         for group in sorted(groups):
             self._group(group, groups[group], stable, out)
         return verdict(self.name, out, groups=len(groups), partitions=len(stable))
@@ -83,39 +84,31 @@ class ConvergenceChecker:
     @staticmethod
     def _group(
         group: str,
-        events: list[dict[str, Any]],
+        end: _GroupEnd,
         stable: dict[str, tuple[str, ...] | None],
         out: list[Anomaly],
     ) -> None:
-        role: dict[str, dict[str, Any]] = {}
-        conf: dict[str, dict[str, Any]] = {}
-        applied: dict[str, dict[str, Any]] = {}
-        digests: dict[int, dict[str, Any]] = {}
-        for ev in events:
-            node, kind = str(ev.get("node")), ev.get("kind")
-            if kind == "role":
-                role[node] = ev
-            elif kind == "step-down":
-                role[node] = {**ev, "role": "follower"}
-            elif kind == "config-applied":
-                conf[node] = ev
-            elif kind == "applied" and isinstance(ev.get("index"), int):
-                applied[node] = ev
-                first = digests.setdefault(ev["index"], ev)
-                if first.get("digest") != ev.get("digest"):
-                    _flag(
-                        out,
-                        "digest-mismatch",
-                        f"{group} index {ev['index']}: "
-                        f"{first.get('node')} and {node} applied different states",
-                        first,
-                        ev,
-                    )
-        leaders = sorted(n for n, ev in role.items() if ev.get("role") == "leader")
+        # A node is leader at the end if its last role says so and it has seen
+        # no later term since: a leader that crashed (a restart emits no role)
+        # or was cut off then heard of a newer term is a follower now.
+        claims = {
+            n: int(ev.get("term") or 0)
+            for n, ev in end.role.items()
+            if ev.get("role") == "leader"
+            and int(ev.get("term") or 0) == end.term.get(n)
+            and end.leader.get(n, {}).get("leader", n) == n
+        }
+        top = max(claims.values(), default=0)
+        leaders = sorted(n for n, term in claims.items() if term == top)
         if len(leaders) != 1:
-            _flag(out, "leader-count", f"{group} ends with {len(leaders)} leaders: {leaders}")
+            _flag(
+                out,
+                "leader-count",
+                f"{group} ends with {len(leaders)} leaders in term {top}: {leaders}",
+            )
             return
-        leader_conf = conf.get(leaders[0], {})
+        leader = leaders[0]
+        leader_conf = end.conf.get(leader, {})
         voters = peers_of(leader_conf.get("peers"))
         if leader_conf.get("old_peers") is not None:
             _flag(out, "joint-at-end", f"{group} ends in a joint configuration", leader_conf)
@@ -127,10 +120,96 @@ class ConvergenceChecker:
                 f"{group} voters {list(voters or ())} but stable assignment {list(want)}",
                 leader_conf,
             )
+        lost = sorted(
+            n
+            for n in voters or ()
+            if n in end.leader and (end.leader[n].get("leader"), end.term[n]) != (leader, top)
+        )
+        if lost:
+            _flag(
+                out,
+                "voters-not-following",
+                f"{group}: voters {lost} do not follow {leader} in term {top}",
+            )
+        behind = sorted(
+            n
+            for n in voters or ()
+            if n in end.conf and _conf_of(end.conf[n]) != _conf_of(leader_conf)
+        )
+        if behind:
+            _flag(
+                out,
+                "voters-config-differs",
+                f"{group}: voters {behind} hold a configuration other than leader {leader}'s",
+                *(end.conf[n] for n in behind),
+            )
         # A voter with no digest while others have one has not caught up.
-        last = {n: _state(applied.get(n)) for n in voters or ()}
+        last = {n: _state(end.applied.get(n)) for n in voters or ()}
         if any(v != (None, None) for v in last.values()) and len(set(last.values())) > 1:
             _flag(out, "replicas-diverge", f"{group} voters end at different states: {last}")
+
+
+class _GroupEnd:
+    """Each node's last word on one group: role, term, leader, config, digest."""
+
+    def __init__(self) -> None:
+        self.role: dict[str, dict[str, Any]] = {}
+        self.term: dict[str, int] = {}
+        self.leader: dict[str, dict[str, Any]] = {}
+        self.conf: dict[str, dict[str, Any]] = {}
+        self.applied: dict[str, dict[str, Any]] = {}
+        self.digests: dict[int, dict[str, Any]] = {}
+
+    def restart(self, node: str) -> None:
+        """A restarted node starts as a follower with no known leader."""
+        self.role.pop(node, None)
+        self.leader.pop(node, None)
+
+    def feed(self, group: str, node: str, ev: dict[str, Any], out: list[Anomaly]) -> None:
+        """Takes one of `node`'s events on this group."""
+        kind = ev.get("kind")
+        if isinstance(ev.get("term"), int):
+            self.term[node] = max(self.term.get(node, 0), ev["term"])
+        if kind == "role":
+            self.role[node] = ev
+            self.leader.pop(node, None)  # a new role: judge by what it names next
+        elif kind == "step-down":
+            self.role[node] = {**ev, "role": "follower"}
+        elif kind == "leader":
+            self.leader[node] = ev
+        elif kind == "config-applied":
+            self.conf[node] = ev
+        elif kind == "applied" and isinstance(ev.get("index"), int):
+            self.applied[node] = ev
+            first = self.digests.setdefault(ev["index"], ev)
+            if first.get("digest") != ev.get("digest"):
+                _flag(
+                    out,
+                    "digest-mismatch",
+                    f"{group} index {ev['index']}: "
+                    f"{first.get('node')} and {node} applied different states",
+                    first,
+                    ev,
+                )
+
+
+def group_ends(audit: dict[str, list[dict[str, Any]]], out: list[Anomaly]) -> dict[str, _GroupEnd]:
+    """Replays every node's events into each group's end state."""
+    ends: dict[str, _GroupEnd] = {}
+    for node in sorted(audit):
+        for ev in audit[node]:
+            group = ev.get("group")
+            if ev.get("kind") == "started" and group is None:
+                for end in ends.values():
+                    end.restart(node)
+            elif isinstance(group, str):
+                ends.setdefault(group, _GroupEnd()).feed(group, node, ev, out)
+    return ends
+
+
+def _conf_of(ev: dict[str, Any]) -> tuple[Any, ...]:
+    # Not the index: a snapshot's configuration carries the snapshot's index.
+    return peers_of(ev.get("peers")), peers_of(ev.get("old_peers"))
 
 
 def _state(ev: dict[str, Any] | None) -> tuple[Any, Any]:

@@ -2,21 +2,26 @@
 
 Theory of operation: each node's events are replayed in the order the node
 emitted them, one small state per (node, group): its role and term, the
-configuration entries in its log by index, the last config index it saw
+configuration in force and its index, the last config index it saw
 committed, the peers that caught up in the current change, and whether it
 must step down. Global tables span nodes: leaders per (group, term) and the
 committed configuration at each (group, index). The invariants:
 
 - election safety: at most one node becomes leader per (group, term);
 - a node becomes leader only while it is a voter of its configuration;
-- configuration entries follow stable(old) -> joint(new, old) -> stable(new);
-  a repeat of the entry in force is allowed (a new leader re-appends it);
-- a leader appends no configuration entry while one it appended in the same
-  leadership is uncommitted;
+- configuration entries follow stable(old) -> joint(new, old) -> stable(new)
+  (a repeat of the configuration in force is allowed), checked on each
+  leader's appends and on each group's committed sequence (followers' logs
+  may hold entries a new leader overwrites, committed ones never change);
+- a leader appends no configuration entry while the one in force is
+  uncommitted (the core applies configurations on append);
 - a leader appends joint(new, old) only after every peer in new - old was
   reported caught up (`catchup-done`, within its margin) in this change;
 - a leader that commits a stable entry without itself steps down;
-- nodes agree on the configuration committed at each index.
+- nodes agree on the configuration committed at each index;
+- a configuration restored from a snapshot (a config-applied at an index
+  where no configuration entry was appended) is the newest one committed at
+  or before that index.
 
 A configuration unknown to the checker (a node that never reported one, or
 restored one from a snapshot) skips the checks that need it rather than
@@ -63,10 +68,9 @@ class _NodeGroup(msgspec.Struct):
 
     role: str = "follower"
     term: int = 0
-    applied: Conf | None = None
-    log: dict[int, Conf] = msgspec.field(default_factory=dict)
-    committed_index: int = 0
-    leader_appended: int | None = None  # last config index appended in this leadership
+    applied: Conf | None = None  # the configuration in force (ember applies on append)
+    applied_index: int = 0  # the log index of its entry
+    committed_index: int = 0  # highest config entry (or snapshot) known committed
     caught_up: set[str] = msgspec.field(default_factory=set)
     margins: dict[str, int] = msgspec.field(default_factory=dict)
     must_step_down: dict[str, Any] | None = None
@@ -84,6 +88,8 @@ class RaftChecker:
         run = _Run()
         for node in sorted(ctx.audit):
             run.replay(node, ctx.audit[node])
+        run.check_committed_sequence()
+        run.check_restored_configs()
         return verdict(self.name, run.anomalies, **run.figures())
 
 
@@ -93,6 +99,8 @@ class _Run:
         self._seen: set[tuple[str, str, Any]] = set()
         self.leaders: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
         self.committed: dict[tuple[str, int], tuple[Conf, dict[str, Any]]] = {}
+        self.appended: set[tuple[str, int]] = set()
+        self.applied: list[dict[str, Any]] = []  # every config-applied, for the end check
         self.checked = {"leader-voter": 0, "transition": 0, "joint-catchup": 0}
 
     def flag(self, kind: str, key: Any, message: str, *events: dict[str, Any]) -> None:
@@ -112,11 +120,53 @@ class _Run:
             "checks": dict(self.checked),
         }
 
+    def check_committed_sequence(self) -> None:
+        """Consecutive committed configurations of each group are legal steps."""
+        last: dict[str, tuple[int, Conf, dict[str, Any]]] = {}
+        for (group, index), (conf, ev) in sorted(self.committed.items()):
+            if group in last:
+                _, prev, prev_ev = last[group]
+                self.checked["transition"] += 1
+                problem = transition_error(prev, conf)
+                if problem is not None:
+                    self.flag(
+                        problem,
+                        index,
+                        f"{group} committed {_describe(conf)} at {index} right after "
+                        f"{_describe(prev)}",
+                        prev_ev,
+                        ev,
+                    )
+            last[group] = (index, conf, ev)
+
+    def check_restored_configs(self) -> None:
+        """A configuration not from any appended entry (restored from a snapshot)
+        equals the newest configuration committed at or before the snapshot."""
+        by_group: dict[str, list[tuple[int, Conf]]] = {}
+        for (group, index), (conf, _) in sorted(self.committed.items()):
+            by_group.setdefault(group, []).append((index, conf))
+        for ev in self.applied:
+            group, index = str(ev.get("group")), int(ev.get("index") or 0)
+            if (group, index) in self.appended:
+                continue
+            earlier = [c for i, c in by_group.get(group, []) if i <= index]
+            if earlier and earlier[-1] != _conf(ev):
+                self.flag(
+                    "restored-config-stale",
+                    (ev.get("node"), index),
+                    f"{ev.get('node')} restored {_describe(_conf(ev))} in {group} at {index}, "
+                    f"but the configuration committed by then is {_describe(earlier[-1])}",
+                    ev,
+                )
+
     def replay(self, node: str, events: list[dict[str, Any]]) -> None:
         states: dict[str, _NodeGroup] = {}
         for ev in events:
             group = ev.get("group")
             if not isinstance(group, str):
+                if ev.get("kind") == "started":  # a restart: every group starts over
+                    for name, st in states.items():
+                        _on_started(self, node, name, st, ev)
                 continue
             st = states.setdefault(group, _NodeGroup())
             kind = str(ev.get("kind"))
@@ -137,7 +187,6 @@ def _on_role(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any
     if st.role != "leader":
         st.must_step_down = None
         return
-    st.leader_appended = None
     st.caught_up = set()
     holders = run.leaders.setdefault((group, st.term), {})
     holders.setdefault(node, ev)
@@ -148,7 +197,7 @@ def _on_role(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any
             f"{sorted(holders)} were all leader of {group} in term {st.term}",
             *holders.values(),
         )
-    conf = st.log[max(st.log)] if st.log else st.applied
+    conf = st.applied
     if conf is not None:
         run.checked["leader-voter"] += 1
         voters = set(conf[0]) | set(conf[1] or ())
@@ -177,13 +226,32 @@ def _stayed(run: _Run, node: str, group: str, ev: dict[str, Any], why: str) -> N
     )
 
 
+def _on_leader(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    # A node that names another leader is not the leader, whatever its last
+    # role event said: a restarted node starts as a follower silently.
+    if ev.get("leader") != node:
+        st.role = "follower" if st.role == "leader" else st.role
+        st.must_step_down = None
+
+
+def _on_started(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    st.role = "follower"
+    st.must_step_down = None
+
+
 def _on_applied_conf(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+    run.applied.append(ev)
     st.applied = _conf(ev)
+    st.applied_index = int(ev.get("index") or 0)
 
 
 def _on_change_stage(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
     if ev.get("stage") in ("catching-up", "none"):
         st.caught_up = set()
+    if ev.get("stage") == "catching-up" and st.applied is None and ev.get("old_peers"):
+        # A node reports no config-applied for its bootstrap configuration;
+        # a change starting from it names it as the old peers.
+        st.applied = _conf({"peers": ev["old_peers"]})
 
 
 def _on_catchup_done(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
@@ -202,12 +270,14 @@ def _on_catchup_done(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[
 
 
 def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
-    index, conf = int(ev["index"]), _conf(ev)
-    earlier = [i for i in st.log if i < index]
-    prev = st.log[max(earlier)] if earlier else st.applied
-    for stale in [i for i in st.log if i >= index]:
-        del st.log[stale]  # an append at an existing index truncates the tail
-    st.log[index] = conf
+    run.appended.add((group, int(ev["index"])))
+    # Only a leader's appends are judged here: a follower's log may still hold
+    # entries a new leader is about to overwrite, and a truncation shows only
+    # in the config-applied that follows. Followers are covered by the check
+    # of the committed sequence, which nothing can overwrite.
+    if st.role != "leader":
+        return
+    index, conf, prev = int(ev["index"]), _conf(ev), st.applied
     if prev is not None:
         run.checked["transition"] += 1
         problem = transition_error(prev, conf)
@@ -215,20 +285,17 @@ def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str,
             run.flag(
                 problem,
                 index,
-                f"{group} went from {_describe(prev)} to {_describe(conf)} at index {index}",
+                f"{node} went from {_describe(prev)} to {_describe(conf)} in {group} at {index}",
                 ev,
             )
-    if st.role != "leader":
-        return
-    if st.leader_appended is not None and st.leader_appended > st.committed_index:
+    if st.applied_index > st.committed_index:
         run.flag(
             "two-uncommitted-configs",
             index,
             f"{node} appended a config at {index} in {group} while its config at "
-            f"{st.leader_appended} was uncommitted",
+            f"{st.applied_index} was uncommitted",
             ev,
         )
-    st.leader_appended = index
     peers, old = conf
     if old is not None and prev != conf:
         run.checked["joint-catchup"] += 1
@@ -259,10 +326,9 @@ def _on_committed(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str
 
 
 def _on_snapshot(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
-    # The snapshot's configuration is not in the event: forget what we knew
-    # rather than judge the next entry against a configuration long gone.
-    st.log.clear()
-    st.applied = _conf(ev) if isinstance(ev.get("peers"), list) else None
+    # A snapshot holds only committed state; its configuration arrives as the
+    # config-applied the core emits with it.
+    st.committed_index = max(st.committed_index, int(ev.get("index") or 0))
 
 
 def _on_catchup_start(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
@@ -282,6 +348,7 @@ _SAME_COMMIT = frozenset(
 _HANDLERS = {
     "role": _on_role,
     "step-down": _on_step_down,
+    "leader": _on_leader,
     "config-applied": _on_applied_conf,
     "config-appended": _on_appended,
     "config-committed": _on_committed,

@@ -21,7 +21,7 @@ def test_clean_streams_pass(audit: dict[str, list[dict[str, Any]]]) -> None:
     """Elections and change-peers done right produce no anomaly."""
     result = _check(audit)
     assert result.valid is True, result.anomalies
-    assert result.figures["checks"]["transition"] > 0
+    assert result.figures["checks"]["leader-voter"] > 0
 
 
 def _planted(bug: str) -> Any:
@@ -80,3 +80,25 @@ def test_conflicting_commits_at_one_index_are_flagged() -> None:
 def test_transition_table(prev: Any, new: Any, expected: str | None) -> None:
     """Only stable(old) -> joint(new, old) -> stable(new) and repeats are legal."""
     assert transition_error(prev, new) == expected
+
+
+def test_restored_configuration_must_be_the_committed_one() -> None:
+    """A configuration restored from a snapshot older than the committed one is flagged."""
+    script = RaftScript()
+    script.elect("n1")
+    script.change(("n1", "n2", "n4"))
+    script._config("n3", "config-applied", 40, ("n1", "n2", "n3"), None)  # no entry at 40
+    kinds = {a.kind for a in _check(script.events).anomalies}
+    assert kinds == {"restored-config-stale"}
+
+
+def test_restarted_leader_is_not_judged_as_leader() -> None:
+    """A node naming another leader (after a silent restart) appends as a follower."""
+    script = RaftScript()
+    script.elect("n1")
+    script.emit("n1", "leader", leader="n2")  # n1 restarted; n2 won meanwhile
+    script.leader = None
+    script.elect("n2")
+    script.change(("n1", "n2", "n4"))
+    result = _check(script.events)
+    assert result.valid is True, result.anomalies
