@@ -41,29 +41,16 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-import msgspec
-
 from ember.raft import PersistedState
 from ember.raft.messages import Entry, GroupId, HardState, Snapshot
 from ember.storage.group_log import GroupLog, GroupOps
-from ember.storage.records import StorageCorruption, frame, scan
+from ember.storage.records import frame
+from ember.storage.segment import Record, encoder, list_segments, replay_segment, segment_name
 
 log = logging.getLogger(__name__)
 
-_SEGMENT_PREFIX = "wal-"
-_SEGMENT_SUFFIX = ".log"
 _TMP_SUFFIX = ".tmp"
 DEFAULT_SEGMENT_BYTES = 64 << 20
-
-
-class _Record(msgspec.Struct, frozen=True, kw_only=True):
-    seq: int
-    base: bool
-    groups: tuple[GroupOps, ...]
-
-
-_encoder = msgspec.msgpack.Encoder()
-_decoder = msgspec.msgpack.Decoder(_Record)
 
 
 @dataclass(slots=True)
@@ -75,17 +62,6 @@ class StorageStats:
     bytes_written: int = 0
     rotations: int = 0
     torn_bytes_dropped: int = 0
-
-
-def _segment_name(generation: int) -> str:
-    return f"{_SEGMENT_PREFIX}{generation:016d}{_SEGMENT_SUFFIX}"
-
-
-def _segment_generation(name: str) -> int | None:
-    if not (name.startswith(_SEGMENT_PREFIX) and name.endswith(_SEGMENT_SUFFIX)):
-        return None
-    digits = name[len(_SEGMENT_PREFIX) : -len(_SEGMENT_SUFFIX)]
-    return int(digits) if digits.isdigit() else None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -207,7 +183,7 @@ class NodeStorage:
         self._committing = True
         try:
             self._seq += 1
-            data = frame(_encoder.encode(_Record(seq=self._seq, base=False, groups=tuple(batch))))
+            data = frame(encoder.encode(Record(seq=self._seq, base=False, groups=tuple(batch))))
             _write_all(self._fd, data)
             os.fdatasync(self._fd)
             self._size += len(data)
@@ -268,20 +244,12 @@ class NodeStorage:
 
     # -- recovery and rotation ---------------------------------------------
 
-    def _segments(self) -> list[tuple[int, Path]]:
-        found = []
-        for entry in os.scandir(self.path):
-            generation = _segment_generation(entry.name)
-            if generation is not None:
-                found.append((generation, Path(entry.path)))
-        return sorted(found)
-
     def _recover(self) -> None:
         for entry in os.scandir(self.path):
             if entry.name.endswith(_TMP_SUFFIX):
                 # A rotation that died before its rename: the old segment stands.
                 os.unlink(entry.path)
-        segments = self._segments()
+        segments = list_segments(self.path)
         if not segments:
             self._write_new_segment()
             return
@@ -293,26 +261,13 @@ class NodeStorage:
         self._fd = os.open(newest, os.O_WRONLY | os.O_APPEND)
 
     def _replay(self, path: Path) -> None:
-        buf = path.read_bytes()
-        result = scan(path, buf, tail_allowed=True)
-        if not result.records:
-            raise StorageCorruption(path, 0, "segment has no valid base record")
-        for position, (offset, payload) in enumerate(result.records):
-            try:
-                record = _decoder.decode(payload)
-            except msgspec.DecodeError as exc:
-                raise StorageCorruption(path, offset, f"undecodable record: {exc}") from exc
-            if record.base != (position == 0):
-                raise StorageCorruption(path, offset, "base record out of place")
-            if position > 0 and record.seq != self._seq + 1:
-                raise StorageCorruption(path, offset, f"sequence {record.seq} follows {self._seq}")
-            self._seq = record.seq
-            for ops in record.groups:
-                self._replay_ops(path, offset, ops)
-        self._base_size = len(result.records[0][1])
-        self._size = len(buf)
-        if result.torn is not None:
-            torn = result.torn
+        replayed = replay_segment(path)
+        self._groups = replayed.groups
+        self._seq = replayed.seq
+        self._base_size = replayed.base_size
+        self._size = replayed.size
+        torn = replayed.torn
+        if torn is not None:
             log.warning(
                 "%s: torn tail at byte offset %d (%s): dropping %d bytes never acknowledged",
                 path,
@@ -323,28 +278,16 @@ class NodeStorage:
             with open(path, "r+b") as fh:
                 fh.truncate(torn.offset)
                 os.fsync(fh.fileno())
-            self._size = torn.offset
             self.stats.torn_bytes_dropped += torn.dropped_bytes
-
-    def _replay_ops(self, path: Path, offset: int, ops: GroupOps) -> None:
-        if ops.drop:
-            self._groups.pop(ops.group, None)
-            return
-        state = self._groups.setdefault(ops.group, GroupLog())
-        try:
-            state.check(ops)
-        except ValueError as exc:
-            raise StorageCorruption(path, offset, f"inconsistent record: {exc}") from exc
-        state.apply(ops)
 
     def _write_new_segment(self) -> None:
         """Write the current image as the base of the next segment, atomically."""
         generation = self._generation + 1
-        final = self.path / _segment_name(generation)
+        final = self.path / segment_name(generation)
         tmp = final.with_name(final.name + _TMP_SUFFIX)
         self._seq += 1
         image = tuple(state.image(group) for group, state in sorted(self._groups.items()))
-        data = frame(_encoder.encode(_Record(seq=self._seq, base=True, groups=image)))
+        data = frame(encoder.encode(Record(seq=self._seq, base=True, groups=image)))
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             _write_all(fd, data)
@@ -361,7 +304,7 @@ class NodeStorage:
         self.stats.bytes_written += len(data)
         if old_fd >= 0:
             os.close(old_fd)
-            os.unlink(self.path / _segment_name(old_generation))
+            os.unlink(self.path / segment_name(old_generation))
 
     def _rotate(self) -> None:
         self._write_new_segment()
