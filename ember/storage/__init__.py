@@ -7,6 +7,15 @@
     store.commit()                         # one write + one fdatasync for all groups
     # only now send rd.messages and advance
 
+    # Bootstrap: record a new group's initial configuration as the empty
+    # snapshot at index 0, so a restart needs nothing but the store.
+    g.save(snapshot=Snapshot(meta=SnapshotMeta(index=0, term=0, conf=conf)))
+    # Local compaction: after raw.compact(index, data), persist the snapshot
+    # the core made; entries after it stay (its last term matches the log).
+    g.save(snapshot=raw.log.snapshot)
+
+Inspect a stopped or crashed node's store, read-only: `python -m ember.storage DIR`.
+
 See `node.py` for the design. Why a log of our own rather than SQLite (WAL,
 synchronous=FULL) or LMDB, measured with `bench/storage.py` on the 2-core
 dev VM (128-byte entries over 8 groups; medians of 3; the disk's fsync rate

@@ -98,7 +98,11 @@ class GroupStorage:
     ) -> None:
         """Stage a Ready's writes (snapshot, then entries, then hard state).
 
-        Raises ValueError for a write that would leave a hole in the log.
+        An entry at an index the log holds truncates the log from there. A
+        snapshot drops the entries it covers and keeps those after it if the
+        log holds its last entry with the same term (local compaction), else
+        drops the whole log (an installed snapshot). Raises ValueError for a
+        write that would leave a hole in the log or move the snapshot back.
         Nothing is durable until `NodeStorage.commit()` returns.
         """
         ops = GroupOps(
