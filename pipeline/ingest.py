@@ -1,0 +1,113 @@
+"""The ingest job: store runs -> the Parquet lake.
+
+Theory of operation. The driver lists the store's runs and drops those the
+lake's `runs` table already holds (a run's id is its dir relative to the
+store), so ingesting a run twice changes nothing. The rest are spread over
+executors, each turning a run into rows with pipeline/extract.py; a run it
+cannot trust becomes a `_skipped` row (its id and the reason), which is
+logged and kept in `lake/_skipped.json`, never a failed job. Each table is
+appended, partitioned by date, workload and nemesis, `runs` LAST: a run is in
+the lake once its `runs` row is. Child rows carry the `ingest_id` of the
+ingest that wrote them, and readers keep only those whose (run_id,
+ingest_id) is in `runs` (`read_table`), so an ingest that dies midway leaves
+rows no reader sees, and the next ingest writes the run afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.store import iter_runs
+from pipeline.extract import extract_rows, run_id
+from pipeline.schemas import PARTITION_COLUMNS, TABLES, WRITE_ORDER, spark_schema
+
+log = logging.getLogger("faultline.pipeline")
+SKIPPED_FILE = "_skipped.json"
+
+
+@dataclass
+class IngestReport:
+    """What one ingest did."""
+
+    ingest_id: str
+    found: int = 0
+    already: int = 0
+    ingested: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    elapsed_s: float = 0.0
+
+
+def read_table(spark: Any, lake: Path, table: str, *, committed: bool = True) -> Any:
+    """A lake table as a DataFrame (empty if never written).
+
+    With `committed`, child tables keep only rows whose ingest also wrote the
+    run's `runs` row (see the module doc).
+    """
+    path = lake / table
+    if not path.is_dir():
+        return spark.createDataFrame([], spark_schema(table))
+    df = spark.read.schema(spark_schema(table)).parquet(str(path))
+    if committed and table != "runs":
+        runs = read_table(spark, lake, "runs").select("run_id", "ingest_id")
+        df = df.join(runs, ["run_id", "ingest_id"], "left_semi")
+    return df
+
+
+def ingested_ids(spark: Any, lake: Path) -> set[str]:
+    """The run ids the lake holds."""
+    runs = read_table(spark, lake, "runs").select("run_id").distinct()
+    return {row.run_id for row in runs.collect()}
+
+
+def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> IngestReport:
+    """Ingests the store's new runs into the lake; see the module doc."""
+    started = time.monotonic()
+    report = IngestReport(ingest_id=time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
+    paths = [str(r.path) for r in iter_runs(store)]
+    report.found = len(paths)
+    done = ingested_ids(spark, lake)
+    todo = [p for p in paths if run_id(store, p) not in done]
+    report.already = len(paths) - len(todo)
+    if todo:
+        _ingest_runs(spark, str(store), lake, todo, report, progress)
+    for rid, reason in report.skipped:
+        log.warning("skipped run %s: %s", rid, reason)
+    lake.mkdir(parents=True, exist_ok=True)
+    skipped = [{"run_id": rid, "reason": reason} for rid, reason in sorted(report.skipped)]
+    (lake / SKIPPED_FILE).write_text(json.dumps(skipped, indent=2) + "\n", encoding="utf-8")
+    report.elapsed_s = time.monotonic() - started
+    return report
+
+
+def _ingest_runs(
+    spark: Any, store: str, lake: Path, todo: list[str], report: IngestReport, progress: Any
+) -> None:
+    from pyspark import StorageLevel
+
+    sc = spark.sparkContext
+    ingest_id = report.ingest_id
+    slices = max(1, min(len(todo), sc.defaultParallelism * 4))
+    rows = sc.parallelize(todo, slices).flatMap(lambda p: extract_rows(store, p, ingest_id))
+    rows.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        report.skipped = [
+            tuple(r) for _, r in rows.filter(lambda tr: tr[0] == "_skipped").collect()
+        ]
+        for table in WRITE_ORDER:
+            if progress is not None:
+                progress(f"writing {table}")
+            subset = rows.filter(lambda tr, t=table: tr[0] == t).map(lambda tr: tr[1])
+            df = spark.createDataFrame(subset, spark_schema(table))
+            df.write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(str(lake / table))
+        counts = rows.map(lambda tr: (tr[0], 1)).reduceByKey(lambda a, b: a + b).collectAsMap()
+    finally:
+        rows.unpersist()
+    report.rows = {t: int(counts.get(t, 0)) for t in TABLES}
+    report.ingested = report.rows["runs"]
