@@ -82,9 +82,7 @@ def _text(value: Any) -> str:
 
 
 def _plan_facts(plan: dict[str, Any]) -> dict[str, Any]:
-    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
-    settings = plan.get("db_settings") if isinstance(plan.get("db_settings"), dict) else {}
-    assert isinstance(options, dict) and isinstance(settings, dict)
+    options, settings = _dict(plan.get("options")), _dict(plan.get("db_settings"))
 
     def find(*keys: str) -> str:
         for k in keys:
@@ -103,6 +101,10 @@ def _plan_facts(plan: dict[str, Any]) -> dict[str, Any]:
         "plan_key": key,
         "nodes": len(nodes) if isinstance(nodes, list) else None,
     }
+
+
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def _date(started: str) -> str:
@@ -246,8 +248,7 @@ def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, 
         rows["changes"].append((*keys, c["group"], c["token"], c["start"], c["end"],
                                 c["stages"], c["outcome"], round(gap, 3), *part))  # fmt: skip
     verdict = CRASHED if crashed else _verdict(results.get("valid"))
-    checkers = results.get("checkers") if isinstance(results.get("checkers"), dict) else {}
-    assert isinstance(checkers, dict)
+    checkers = _dict(results.get("checkers"))
     verdicts = {str(k): _verdict(v.get("valid") if isinstance(v, dict) else None)
                 for k, v in checkers.items()}  # fmt: skip
     reasons = [str(r) for r in results.get("reasons") or []]
