@@ -62,11 +62,13 @@ def generate_schedule(
     if unknown:
         raise ValueError(f"unknown fault kind(s) {unknown}; known: {list(FAULT_KINDS)}")
     schedule: list[Fault] = []
+    # Canonical order, so "--faults a,b" and "--faults b,a" replay alike.
+    kinds = [k for k in FAULT_KINDS if k in kinds]
     if not kinds:
         return schedule
     at = int(rng.expovariate(1.0 / mean_gap_ms) * NS_PER_MS)
     while at < fault_ns:
-        kind = rng.choice(list(kinds))
+        kind = rng.choice(kinds)
         duration = int(rng.uniform(50.0, max_duration_ms) * NS_PER_MS)
         schedule.append(Fault(at, kind, duration, rng.choice(TARGETS)))
         at += int(rng.expovariate(1.0 / mean_gap_ms) * NS_PER_MS) + 1
