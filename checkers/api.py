@@ -12,6 +12,7 @@ could not decide makes the whole verdict undecided.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Protocol
 
@@ -91,6 +92,23 @@ def merge_validity(values: Iterable[Validity]) -> Validity:
     return merged
 
 
+MAX_ANOMALIES_PER_KIND = 50
+
+
 def verdict(name: str, anomalies: list[Anomaly], **figures: Any) -> CheckerResult:
-    """A result that is invalid exactly when there are anomalies."""
-    return CheckerResult(name=name, valid=not anomalies, anomalies=anomalies, figures=figures)
+    """A result that is invalid exactly when there are anomalies.
+
+    A systematic bug can produce an anomaly per operation; results.json keeps
+    the first `MAX_ANOMALIES_PER_KIND` of each kind and counts them all in
+    the `anomaly_counts` figure.
+    """
+    counts = Counter(a.kind for a in anomalies)
+    kept: list[Anomaly] = []
+    seen: Counter[str] = Counter()
+    for a in anomalies:
+        seen[a.kind] += 1
+        if seen[a.kind] <= MAX_ANOMALIES_PER_KIND:
+            kept.append(a)
+    if counts:
+        figures["anomaly_counts"] = dict(counts)
+    return CheckerResult(name=name, valid=not anomalies, anomalies=kept, figures=figures)

@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from checkers.api import Anomaly, CheckContext, CheckerResult
+from checkers.stats import MEMBERSHIP_FS
 
 # The model names the facade implements (docs/models.md), should it fail to import.
 _KNOWN_MODELS = ("register", "cas-register", "kv", "kv-nopart", "etcd", "metastore")
@@ -52,8 +53,12 @@ class LinearizabilityChecker:
         from checkers import linearizability as lin  # late: see the module doc
 
         model = model_for(ctx.plan, ctx.options)
-        # The nemesis's and admin's ops are not client ops on the model.
-        client_ops = [op for op in ctx.operations if isinstance(op.process, int)]
+        # The nemesis's and admin's ops (membership changes) are not ops on the model.
+        client_ops = [
+            op
+            for op in ctx.operations
+            if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f != "watch"
+        ]
         ops = lin.ops_from_history(client_ops, model)
         limit = float(ctx.options.get("time_limit_s") or DEFAULT_TIME_LIMIT_S)
         result = lin.check(ops, model, time_limit_s=limit)

@@ -102,3 +102,42 @@ def test_malformed_plan_is_one_line_error(
     (run / "test.json").write_text("{nope")
     assert main(["check", str(run)]) == 2
     assert "test.json" in _one_line_error(capsys)
+
+
+def test_malformed_audit_event_names_file_and_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A broken events.jsonl line is reported with its file and number."""
+    run = _run_dir(tmp_path)
+    events = run / "nodes" / "n1" / "events.jsonl"
+    events.write_bytes(events.read_bytes() + b'{"node": "n1"}\n')
+    assert main(["check", str(run)]) == 2
+    err = _one_line_error(capsys)
+    assert "nodes/n1/events.jsonl: line" in err
+    assert "event has no string 'kind'" in err
+
+
+def test_default_checkers_depend_on_what_the_run_left(tmp_path: Path) -> None:
+    """A run dir gets every checker; a bare history only the history ones."""
+    run = _run_dir(tmp_path)
+    main(["check", str(run)])
+    ran = set(json.loads((run / "results.json").read_text())["checkers"])
+    assert ran == {"linearizable", "raft", "revisions", "convergence", "stats"}
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    (bare / "h.jsonl").write_bytes((run / "history.jsonl").read_bytes())
+    main(["check", str(bare / "h.jsonl")])
+    ran = set(json.loads((bare / "results.json").read_text())["checkers"])
+    assert ran == {"linearizable", "revisions", "stats"}
+
+
+def test_linearizability_verdict_reaches_the_exit_code(tmp_path: Path) -> None:
+    """A register read that returns a value never written is invalid: exit 1."""
+    h = HistoryBuilder().op(0, "write", key="k", value=1).op(1, "read", key="k", result=2)
+    run = write_run(tmp_path / "run", h.lines())
+    assert main(["check", str(run), "--checker", "linearizable", "--model", "register"]) == 1
+    result = json.loads((run / "results.json").read_text())["checkers"]["linearizable"]
+    assert result["anomalies"][0]["kind"] == "nonlinearizable"
+    h2 = HistoryBuilder().op(0, "write", key="k", value=1).op(1, "read", key="k", result=1)
+    run2 = write_run(tmp_path / "run2", h2.lines())
+    assert main(["check", str(run2), "--checker", "linearizable", "--model", "register"]) == 0

@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 
-from checkers.api import UNKNOWN, CheckContext, CheckerResult, NoopChecker, merge_validity
+from checkers.api import (
+    MAX_ANOMALIES_PER_KIND,
+    UNKNOWN,
+    Anomaly,
+    CheckContext,
+    CheckerResult,
+    NoopChecker,
+    merge_validity,
+    verdict,
+)
 from checkers.compose import check, select
 from checkers.history import Event
 from tests.checkers.helpers import HistoryBuilder
@@ -78,3 +87,12 @@ def test_selecting_an_unknown_checker_names_it() -> None:
     """A checker name that is not registered is a clear error."""
     with pytest.raises(ValueError, match="unknown checker 'nope'"):
         select(["nope"], {}, has_audit=True)
+
+
+def test_verdict_keeps_a_bounded_sample_of_each_kind() -> None:
+    """Thousands of anomalies of one kind keep 50 in results and count them all."""
+    many = [Anomaly(kind="stale", message=str(i)) for i in range(1000)]
+    result = verdict("x", [*many, Anomaly(kind="other", message="-")])
+    assert result.valid is False
+    assert len(result.anomalies) == MAX_ANOMALIES_PER_KIND + 1
+    assert result.figures["anomaly_counts"] == {"stale": 1000, "other": 1}
