@@ -82,9 +82,11 @@ class Progress:
     def maybe_update(self, index: int) -> bool:
         """The follower matched up to `index`; whether that was news."""
         self.acked = True
-        self.stall_ticks = 0
         updated = index > self.match
         if updated:
+            # Only progress proves the pipe works: a heartbeat's answer alone
+            # must not hide appends lost in flight.
+            self.stall_ticks = 0
             self.match = index
             self.probe_sent = False
         self.next = max(self.next, index + 1)

@@ -248,3 +248,25 @@ def test_bad_config_names_the_problem():
         RaftConfig(planted_bugs=frozenset({"nope"}))
     with pytest.raises(ValueError, match="heartbeat_ticks"):
         RaftConfig(election_timeout_ticks=2, heartbeat_ticks=2)
+
+
+def test_entries_lost_in_flight_are_resent_while_heartbeats_are_answered():
+    """A lost append is retried within an election timeout even though heartbeats get through."""
+    net = Net(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.tick(times=2)
+    lost = []
+
+    def drop(m):
+        if isinstance(m, AppendEntries) and m.dst == "n2" and m.entries and not lost:
+            lost.append(m)
+            return True
+        return False
+
+    net.drop = drop
+    net.nodes["n1"].propose(b"x")
+    net.deliver()
+    assert lost
+    assert net.nodes["n2"].log.last_index == 1
+    net.tick(times=12)
+    assert net.nodes["n2"].log.last_index == 2
