@@ -213,6 +213,8 @@ class Simulation:
     def _result(self) -> SimResult:
         if self.converged_ns is not None:
             self._check_acked()
+        for node in self.cluster.up_nodes():
+            self.cluster.emit_applied(node)  # the shutdown digest (docs/events.md)
         wl = self.workload.stats
         net = self.network.stats
         stats = {

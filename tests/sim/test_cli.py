@@ -75,3 +75,24 @@ def test_bad_flags_give_one_clear_message_and_exit_2(
     assert code == 2
     assert needle in err
     assert "Traceback" not in err
+
+
+def test_audit_checkers_read_simulator_events_and_find_a_clean_run_valid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--events-dir RUN/nodes is the store layout: the audit checkers parse it, clean run valid."""
+    from checkers.audit import load_audit
+    from checkers.compose import REGISTRY, check
+
+    assert (
+        main(["--seed", "2", "--faults", "none", "--events-dir", str(tmp_path / "nodes"), *QUICK])
+        == 0
+    )
+    capsys.readouterr()
+    audit = load_audit(tmp_path)
+    assert audit is not None
+    assert any(e["kind"] == "applied" and "digest" in e for e in audit["n1"])
+    chosen = {name: REGISTRY[name]() for name in ("raft", "convergence")}
+    result = check({}, [], audit=audit, checkers=chosen)
+    assert result.checkers["raft"].valid is True
+    assert result.checkers["convergence"].valid is True
