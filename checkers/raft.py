@@ -18,7 +18,8 @@ committed configuration at each (group, index). The invariants:
 - a leader appends joint(new, old) only after every peer in new - old was
   reported caught up (`catchup-done`, within its margin) in this change;
 - a leader that commits a stable entry without itself steps down;
-- nodes agree on the configuration committed at each index;
+- nodes agree on the configuration committed at each index, and committed
+  configurations' tokens (the change request's revision) never go back;
 - a configuration restored from a snapshot (a config-applied at an index
   where no configuration entry was appended) is the newest one committed at
   or before that index.
@@ -134,6 +135,18 @@ class _Run:
                         index,
                         f"{group} committed {_describe(conf)} at {index} right after "
                         f"{_describe(prev)}",
+                        prev_ev,
+                        ev,
+                    )
+                # The token is the change request's revision: a committed
+                # configuration from an older request than the one before it
+                # means a stale request changed the group.
+                old_token, token = prev_ev.get("token"), ev.get("token")
+                if isinstance(old_token, int) and isinstance(token, int) and token < old_token:
+                    self.flag(
+                        "stale-token-committed",
+                        index,
+                        f"{group} committed token {token} at {index} after token {old_token}",
                         prev_ev,
                         ev,
                     )

@@ -102,3 +102,15 @@ def test_restarted_leader_is_not_judged_as_leader() -> None:
     script.change(("n1", "n2", "n4"))
     result = _check(script.events)
     assert result.valid is True, result.anomalies
+
+
+def test_configuration_from_an_older_request_is_flagged() -> None:
+    """A committed configuration whose token is older than its predecessor's is stale."""
+    script = RaftScript()
+    script.elect("n1")
+    script.change(("n1", "n2", "n4"))
+    for ev in script.events["n1"]:
+        if ev["kind"] == "config-committed" and ev["index"] == 3:
+            ev["token"] = 1  # the joint before it carries token 2
+    kinds = {a.kind for a in _check(script.events).anomalies}
+    assert kinds == {"stale-token-committed"}
