@@ -183,8 +183,10 @@ class NodeStorage:
         self._check_usable()
         if not self._pending:
             return 0
-        batch, self._pending = self._pending, []
+        # Flag first: a save() from another thread from here on must fail, or
+        # a rotation's base image could hold writes this batch does not.
         self._committing = True
+        batch, self._pending = self._pending, []
         try:
             self._seq += 1
             data = frame(encoder.encode(Record(seq=self._seq, base=False, groups=tuple(batch))))
