@@ -302,3 +302,24 @@ def test_superseded_segment_left_by_a_crash_is_deleted(tmp_path: Path) -> None:
     with NodeStorage(tmp_path) as store:
         assert states(store) == before
     assert not old.exists()
+
+
+def test_save_during_commit_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A save() racing a commit() in another thread raises instead of slipping in."""
+    with NodeStorage(tmp_path) as store:
+        seen: list[BaseException] = []
+        real_sync = os.fdatasync
+
+        def sync_and_race(fd: int) -> None:
+            try:
+                store.group("g1").save([entry(2)])
+            except RuntimeError as exc:
+                seen.append(exc)
+            real_sync(fd)
+
+        monkeypatch.setattr(os, "fdatasync", sync_and_race)
+        store.group("g1").save([entry(1)])
+        store.commit()
+        assert len(seen) == 1
+        assert "while commit() runs" in str(seen[0])
+        assert store.group("g1").last_index == 1
