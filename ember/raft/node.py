@@ -58,6 +58,7 @@ from .messages import (
     NodeId,
     RequestVote,
     RequestVoteResp,
+    Snapshot,
     TimeoutNow,
 )
 from .progress import Progress
@@ -199,10 +200,14 @@ class RawNode:
         else:
             lead.send_append(self, to)
 
-    def compact(self, index: int, data: bytes) -> None:
-        """The application snapshotted its state at applied `index`."""
+    def compact(self, index: int, data: bytes) -> Snapshot:
+        """The application snapshotted its state at applied `index`; returns the
+        snapshot for the driver to persist (the durable log may drop up to it)."""
         conf, _, token = fol.conf_at(self, index)
-        self.log.compact(index, data, conf, token)
+        snap = self.log.compact(index, data, conf, token)
+        # Config entries up to `index` are gone: the snapshot now carries them.
+        self._base_conf, self._base_token = conf, token
+        return snap
 
     def has_ready(self) -> bool:
         """Whether `ready()` would hand out any work."""

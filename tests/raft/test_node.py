@@ -15,6 +15,7 @@ from ember.raft import (
     RawNode,
     RequestVote,
 )
+from ember.raft._follower import conf_at
 
 from .driver import Net
 
@@ -270,3 +271,24 @@ def test_entries_lost_in_flight_are_resent_while_heartbeats_are_answered():
     assert net.nodes["n2"].log.last_index == 1
     net.tick(times=12)
     assert net.nodes["n2"].log.last_index == 2
+
+
+def test_compaction_past_a_config_entry_keeps_that_configuration():
+    """After compacting over the last config entry, the configuration in force is unchanged."""
+    net = Net(["n1", "n2", "n3"], voters=["n1", "n2", "n3"])
+    net.add("n4")
+    net.elect("n1")
+    leader = net.nodes["n1"]
+    ticket = leader.change_peers(["n1", "n2", "n3", "n4"], token=3)
+    net.tick(times=3)
+    assert ticket.result.ok
+    leader.propose(b"x")
+    net.tick(times=2)
+    snap = leader.compact(leader.log.applied, b"state")
+    assert snap.meta.conf.peers == ("n1", "n2", "n3", "n4")
+    assert snap.meta.conf_token == 3
+    # Re-deriving the configuration from the log (as a truncation would) must
+    # fall back on the snapshot's configuration, not the bootstrap one.
+    conf, _, token = conf_at(leader, leader.log.last_index)
+    assert conf.peers == ("n1", "n2", "n3", "n4")
+    assert token == 3
