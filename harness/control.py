@@ -276,7 +276,9 @@ def _load_key(node: NodeHandle) -> paramiko.PKey | None:
     try:
         return paramiko.PKey.from_path(node.ssh.key_path)
     except (OSError, paramiko.SSHException, ValueError) as exc:
-        raise ControlError(f"cannot load SSH key {node.ssh.key_path} for {node.name}: {exc}") from exc
+        raise ControlError(
+            f"cannot load SSH key {node.ssh.key_path} for {node.name}: {exc}"
+        ) from exc
 
 
 def _has_ssh_banner(target: SshTarget, timeout_s: float) -> bool:

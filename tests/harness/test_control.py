@@ -15,7 +15,9 @@ pytestmark = pytest.mark.docker
 def test_run_all_reaches_every_node(cluster: SharedCluster) -> None:
     """The same command runs on all five nodes, each answering with its own name."""
     results = cluster.control.run_all("hostname")
-    assert {n: r.stdout.strip() for n, r in results.items()} == {n.name: n.name for n in cluster.nodes}
+    assert {n: r.stdout.strip() for n, r in results.items()} == {
+        n.name: n.name for n in cluster.nodes
+    }
 
 
 def test_commands_on_many_nodes_overlap_in_time(cluster: SharedCluster) -> None:
@@ -39,7 +41,9 @@ def test_upload_then_fetch_round_trips_bytes(cluster: SharedCluster, tmp_path: P
     cluster.control.run("n2", "rm -rf /tmp/faultline-test")
 
 
-def test_fetching_a_missing_file_names_node_and_path(cluster: SharedCluster, tmp_path: Path) -> None:
+def test_fetching_a_missing_file_names_node_and_path(
+    cluster: SharedCluster, tmp_path: Path
+) -> None:
     """A missing remote file is one error naming node:path, and leaves no local file."""
     with pytest.raises(ControlError, match="cannot fetch n1:/no/such/log: no such file"):
         cluster.control.fetch("n1", "/no/such/log", tmp_path / "log")
@@ -104,7 +108,12 @@ def test_wrong_key_is_an_authentication_error(cluster: SharedCluster, tmp_path: 
     paramiko.ECDSAKey.generate().write_private_key_file(str(key))
     node = cluster.nodes[0]
     wrong = NodeHandle(
-        name=node.name, ip=node.ip, ssh=SshTarget(host=node.ssh.host, port=node.ssh.port, key_path=str(key))
+        name=node.name,
+        ip=node.ip,
+        ssh=SshTarget(host=node.ssh.host, port=node.ssh.port, key_path=str(key)),
     )
-    with Control([wrong]) as control, pytest.raises(UnreachableError, match="authentication failed"):
+    with (
+        Control([wrong]) as control,
+        pytest.raises(UnreachableError, match="authentication failed"),
+    ):
         control.run(node.name, "true")

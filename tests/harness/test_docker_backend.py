@@ -35,9 +35,7 @@ def test_warm_rebuild_reuses_every_layer(cluster: SharedCluster) -> None:
     ]
 
 
-def test_changed_source_rebuilds_only_the_top_layer(
-    cluster: SharedCluster, tmp_path: Path
-) -> None:
+def test_changed_source_rebuilds_only_the_top_layer(cluster: SharedCluster, tmp_path: Path) -> None:
     """Editing ember's source makes a new top layer on the cached base and deps."""
     source = snapshot_source(tmp_path / "src", cluster.source)
     with (source / "ember" / "__init__.py").open("a") as f:
@@ -136,7 +134,9 @@ def _hosts_file(cluster: SharedCluster, path: Path, extra: str = "") -> Path:
     return path
 
 
-def test_ssh_backend_controls_hosts_from_a_hosts_file(cluster: SharedCluster, tmp_path: Path) -> None:
+def test_ssh_backend_controls_hosts_from_a_hosts_file(
+    cluster: SharedCluster, tmp_path: Path
+) -> None:
     """The ssh backend reaches the same nodes through a hosts file, and down leaves them up."""
     backend = SshBackend.from_file(_hosts_file(cluster, tmp_path / "hosts"))
     nodes = backend.up()

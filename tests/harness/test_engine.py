@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_unreachable_engine_names_its_address(monkeypatch: pytest.MonkeyPatch) -> None:
     """Pointing DOCKER_HOST at a missing socket raises an error naming it."""
     monkeypatch.setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-    with pytest.raises(DockerUnavailableError, match="unix:///nonexistent/docker.sock"):
+    with pytest.raises(DockerUnavailableError, match=r"unix:///nonexistent/docker\.sock"):
         connect_docker(timeout_s=5)
 
 
