@@ -141,3 +141,44 @@ def test_linearizability_verdict_reaches_the_exit_code(tmp_path: Path) -> None:
     h2 = HistoryBuilder().op(0, "write", key="k", value=1).op(1, "read", key="k", result=1)
     run2 = write_run(tmp_path / "run2", h2.lines())
     assert main(["check", str(run2), "--checker", "linearizable", "--model", "register"]) == 0
+
+
+def _full_run(tmp_path: Path, *, stale_read: bool) -> Path:
+    """A run with traffic, a kill overlapping a change, a quiet tail, and audit logs."""
+    second = 1_000_000_000
+    h = HistoryBuilder()
+    for i in range(6):
+        h.op(i % 3, "put", key="k", value=i, dt=second // 10)
+    h.op("nemesis", "kill", type_="info", value={"nodes": ["n3"]})
+    h.op(100, "change-peers", value=["n1", "n2", "n4"])
+    h.op("nemesis", "start", type_="info", value={"nodes": ["n3"]})
+    for i in range(6):
+        h.op(i % 3, "get", key="k", result=4 if stale_read and i == 5 else 5, dt=second)
+    script = RaftScript(group="part-0")
+    script.elect("n1")
+    script.change(("n1", "n2", "n4"))
+    audit = {n: e for n, e in script.events.items() if e}
+    audit["n1"].append(
+        {"kind": "assignments-written", "node": "n1", "zone": 1, "partition": 0,
+         "revision": 9, "keys": {"stable": {"old": ["n1", "n2", "n3"], "new": ["n1", "n2", "n4"]}}}
+    )  # fmt: skip
+    plan = {"name": "e2e", "seed": 3, "workload": {"model": "kv"}}
+    return write_run(tmp_path / "run", h.lines(), plan=plan, audit=audit)
+
+
+def test_full_run_is_valid_and_a_stale_read_is_not(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every checker passes a clean run (exit 0); one stale read makes it invalid (exit 1)."""
+    run = _full_run(tmp_path / "clean", stale_read=False)
+    assert main(["check", str(run)]) == 0, capsys.readouterr().out
+    results = json.loads((run / "results.json").read_text())
+    assert {n: r["valid"] for n, r in results["checkers"].items()} == {
+        "linearizable": True, "raft": True, "revisions": True, "convergence": True, "stats": True,
+    }  # fmt: skip
+    assert results["checkers"]["stats"]["figures"]["fault_change_overlaps"] == 1
+    run = _full_run(tmp_path / "stale", stale_read=True)
+    assert main(["check", str(run)]) == 1
+    results = json.loads((run / "results.json").read_text())
+    assert results["checkers"]["linearizable"]["valid"] is False
+    assert results["checkers"]["raft"]["valid"] is True
