@@ -338,11 +338,7 @@ class Cluster:
             return
         if mark is not None and mark[0] > node.durable.snap_index:
             assert node.raw is not None
-            node.raw.compact(mark[0], mark[1])
-            # RawNode.compact returns nothing; its log holds the snapshot it made.
-            snapshot = node.raw.log.snapshot
-            assert snapshot is not None
-            assert snapshot.meta.index == mark[0]
+            snapshot = node.raw.compact(mark[0], mark[1])
             node.durable.compact(snapshot)
             node.written.compact(snapshot)
             self.trace.record(self.clock.now_ns, "compact", node.id, mark[0])
