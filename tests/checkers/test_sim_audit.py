@@ -2,10 +2,8 @@
 
 Clean simulated runs (faults, crashes, changes, no planted bug) must pass:
 these guard against false positives on the event stream the core really
-emits, which the hand-written scripts of the other tests only imitate.
-Compaction is off: with it, the core currently restores a stale
-configuration from snapshots (the raft checker flags that as
-restored-config-stale; reported to the core's owner).
+emits, which the hand-written scripts of the other tests only imitate. (This
+check found the core's stale snapshot configuration, since fixed.)
 """
 
 from __future__ import annotations
@@ -26,7 +24,7 @@ runner = pytest.importorskip("ember.sim.runner")
 @pytest.mark.parametrize("seed", [0, 1, 3])
 def test_clean_simulated_runs_pass_the_audit_checkers(tmp_path: Path, seed: int) -> None:
     """No raft anomaly on clean runs; convergence fails only where the sim saw no convergence."""
-    config = runner.SimConfig(seed=seed, sim_seconds=2, heal_seconds=5, compact_every=10**6)
+    config = runner.SimConfig(seed=seed, sim_seconds=2, heal_seconds=5)
     simulation = sim.Simulation(config)
     result = simulation.run()
     simulation.write_events(tmp_path / "nodes")
