@@ -49,3 +49,45 @@ def test_replay_command_names_every_non_default_setting() -> None:
     assert command.startswith("python -m ember.sim --seed 9 --nodes 3")
     assert "--bug skip-joint" in command
     assert "--faults crash,pause" in command
+
+
+def test_trace_is_identical_across_processes_with_different_hash_seeds() -> None:
+    """Set/dict iteration order never leaks into a run: PYTHONHASHSEED does not matter."""
+    import os
+    import subprocess
+    import sys
+
+    def trace_line(hash_seed: str) -> str:
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ember.sim",
+                "--seed",
+                "4",
+                "--nodes",
+                "3",
+                "--quiet",
+                "--sim-seconds",
+                "1",
+                "--heal-seconds",
+                "10",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=120,
+        ).stdout
+        return next(line for line in out.splitlines() if " trace " in line).split(" trace ")[1]
+
+    assert trace_line("1") == trace_line("2")
+
+
+def test_missing_the_convergence_bound_is_a_liveness_failure_not_safety() -> None:
+    """A heal bound too short to converge is reported as liveness, apart from safety."""
+    result = Simulation(SimConfig(seed=3, nodes=3, sim_seconds=1.0, heal_seconds=0.01)).run()
+    assert result.kind == "liveness"
+    assert result.violations[0].prop == "liveness-after-heal"
+    assert "not converged" in result.violations[0].detail
