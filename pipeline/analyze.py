@@ -22,6 +22,7 @@ tables are small and always recomputed from every run). The tables:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -218,7 +219,7 @@ def analyze(spark: Any, lake: Path, *, progress: Any = None) -> dict[str, Any]:
     started = time.monotonic()
     runs = read_table(spark, lake, "runs").cache()
     operations = read_table(spark, lake, "operations")
-    builders = {
+    builders: dict[str, Callable[[], Any]] = {
         "failure_rates": lambda: failure_rates(runs),
         "anomaly_kinds": lambda: anomaly_kinds(read_table(spark, lake, "anomalies"), runs),
         "latency": lambda: latency(operations, runs),
