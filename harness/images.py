@@ -113,15 +113,16 @@ def snapshot_source(dest: Path, root: Path = ROOT) -> Path:
     return dest
 
 
-def base_tag() -> str:
-    """Tag of the base image for the current suite and package list."""
-    return f"faultline-base:{_digest([SUITE, *base_packages(), 'v1'])}"
+def base_tag(salt: str = "") -> str:
+    """Tag of the base image for the current suite and package list; a
+    `salt` makes a distinct image chain (a cold build beside the cached one)."""
+    return f"faultline-base:{_digest([SUITE, *base_packages(), 'v1', salt])}"
 
 
 def deps_tag(base: str) -> str:
     """Tag of the deps layer on `base` for the current dependencies."""
     files = [IMAGES_DIR / n for n in ("deps.Dockerfile", "entrypoint.sh", "sshd_faultline.conf")]
-    parts: list[str | bytes] = [base, *project_dependencies(), *build_requirements()]
+    parts: list[str | bytes] = [base, *project_dependencies()]
     parts += [f.read_bytes() for f in files]
     return f"faultline-deps:{_digest(parts)}"
 
@@ -260,20 +261,21 @@ def _cache() -> Path:
     return CACHE_DIR
 
 
-def _wheelhouse(tag: str) -> Path:
-    """Third-party wheels for the image, built once per deps hash."""
-    house = _cache() / f"wheelhouse-{tag.split(':')[1]}"
+def _wheelhouse(step: str, name: str, reqs: list[str]) -> Path:
+    """Wheels for `reqs`, built (or downloaded) once into images/cache/`name`."""
+    house = _cache() / name
     if (house / ".complete").exists():
         return house
     shutil.rmtree(house, ignore_errors=True)
-    reqs = [*project_dependencies(), *build_requirements()]
-    _run("deps: pip wheel", [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(house), *reqs])
+    _run(step, [sys.executable, "-m", "pip", "wheel", "-q", "-w", str(house), *reqs])
     (house / ".complete").touch()
     return house
 
 
 def _build_deps(client: Any, base: str, tag: str) -> None:
-    house = _wheelhouse(tag)
+    house = _wheelhouse(
+        "deps: pip wheel", f"wheelhouse-{tag.split(':')[1]}", project_dependencies()
+    )
     with tempfile.TemporaryDirectory(dir=_cache()) as ctx_name:
         ctx = Path(ctx_name)
         shutil.copytree(house, ctx / "wheels", ignore=shutil.ignore_patterns(".complete"))
@@ -284,7 +286,10 @@ def _build_deps(client: Any, base: str, tag: str) -> None:
 
 
 def _build_top(client: Any, deps: str, tag: str, root: Path) -> None:
-    house = _wheelhouse(deps)
+    # Only the build backend is needed here, so a fresh checkout whose deps
+    # layer is already in docker downloads a few hundred KB, not every wheel.
+    reqs = build_requirements()
+    house = _wheelhouse("top: build backend", f"buildreqs-{_digest(reqs)}", reqs)
     with tempfile.TemporaryDirectory(dir=_cache()) as work_name:
         work = Path(work_name)
         # Build from a copy so the work tree gets no build/ or egg-info, and
@@ -302,13 +307,14 @@ def build_image(
     *,
     allow_pull: bool = True,
     source_root: Path = ROOT,
+    salt: str = "",
     log: Callable[[str], None] = lambda _m: None,
 ) -> BuildReport:
     """Build (or find cached) the ember image from the source under
     `source_root`; return its tag and per-step times."""
     client = connect_docker(timeout_s=1800)
     report = BuildReport()
-    base = base_tag()
+    base = base_tag(salt)
 
     def make_base(tag: str) -> None:
         ref = _find_standard_base(client, allow_pull)
@@ -333,8 +339,9 @@ def build_image(
         log(f"building {step} layer {tag}")
         make(tag)
         report.record(step, f"built {tag}", started)
-    client.images.get(top).tag("faultline-ember", "latest")
-    _prune_old_tops(client, keep=top)
+    if not salt:  # a salted (benchmark) chain must not replace the real image
+        client.images.get(top).tag("faultline-ember", "latest")
+        _prune_old_tops(client, keep=top)
     report.tag = top
     return report
 
