@@ -58,8 +58,12 @@ def summary(result: Result) -> list[str]:
     """One line per checker and one for the whole verdict."""
     lines = []
     for name, r in result.checkers.items():
-        detail = r.error or (f"{len(r.anomalies)} anomalies" if r.anomalies else "")
+        total = sum(r.figures.get("anomaly_counts", {}).values()) or len(r.anomalies)
+        detail = r.error or (f"{total} anomalies" if total else "")
         lines.append(f"  {name:<14} {_word(r.valid):<8} {detail}".rstrip())
+        if r.anomalies:  # the first one says what kind of thing went wrong
+            first = r.anomalies[0]
+            lines.append(f"    {first.kind}: {first.message}")
     lines.append(f"{_word(result.valid)}: {result.ops} ops checked in {result.elapsed_s:.2f}s")
     return lines
 

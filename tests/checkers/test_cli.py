@@ -42,7 +42,10 @@ def test_check_exits_by_verdict_and_writes_results(
     assert results["test"] == "cli-test"
     assert results["seed"] == 42
     assert results["checkers"]["raft"]["valid"] is valid
-    assert "raft" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "raft" in out
+    if two_leaders:
+        assert "two-leaders: ['n1', 'n2'] were all leader of part-1 in term 1" in out
 
 
 def test_check_exits_2_when_undecided(tmp_path: Path) -> None:
