@@ -240,3 +240,111 @@ def metastore_histories(draw: st.DrawFn, bug: str | None = None) -> list[dict[st
         deliver.insert(0, script.writes[0] if start > 1 else ("z", 0))
     script.watch(start, deliver)
     return script.events
+
+
+# --- rebalance (assignment keys) ----------------------------------------------
+
+REBALANCE_BUGS = (
+    "planned-without-pending",
+    "change-trigger-not-increasing",
+    "stable-before-commit",
+    "cancel-wrong-pending",
+)
+
+
+class RebalanceScript:
+    """Assignment-key writes of one partition following the rebalance design."""
+
+    def __init__(self, stable: tuple[str, ...]) -> None:
+        self.keys: dict[str, Any] = {"stable": sorted(stable)}
+        self.written_at: dict[str, int] = {"stable": 1}
+        self.revision, self.wall = 1, 1.0
+        self.trigger = 0
+        first = {"stable": {"old": None, "new": sorted(stable)}}
+        self.events: list[dict[str, Any]] = [self._event(first)]
+
+    def _event(self, keys: dict[str, Any]) -> dict[str, Any]:
+        return {"kind": "assignments-written", "node": "n1", "zone": 1, "partition": 0,
+                "revision": self.revision, "wall": self.wall, "keys": keys}  # fmt: skip
+
+    def write(self, **new: Any) -> None:
+        """One atomic invoke: each key to its new value (None removes it)."""
+        self.revision += 1
+        self.wall += 1.0
+        keys = {k: {"old": self.keys.get(k), "new": v} for k, v in new.items()}
+        self.events.append(self._event(keys))
+        for k, v in new.items():
+            self.keys[k] = v
+            self.written_at[k] = self.revision
+
+    def commit(self, peers: Any) -> None:
+        """The partition's group commits stable(peers)."""
+        self.wall += 1.0
+        self.events.append({"kind": "config-committed", "node": "n2", "group": "part-0",
+                            "stage": "stable", "index": self.revision, "peers": peers,
+                            "old_peers": None, "wall": self.wall})  # fmt: skip
+
+    def retarget(self, target: list[str], bug: str | None) -> None:
+        """A trigger: the design's pending/planned update."""
+        self.trigger += 1 if bug != "change-trigger-not-increasing" else -2
+        pending = self.keys.get("pending")
+        if bug == "planned-without-pending" and not pending:
+            self.write(planned=target, change=self.trigger)
+        elif not pending and self.keys["stable"] != target:
+            self.write(pending=target, change=self.trigger)
+        elif pending and pending != target:
+            self.write(planned=target, change=self.trigger)
+        elif bug == "change-trigger-not-increasing":
+            self.write(change=self.trigger)
+
+    def finish(self, bug: str | None) -> None:
+        """The group reached pending: promote it (after the commit)."""
+        pending = self.keys.get("pending")
+        if not pending:
+            return
+        if bug != "stable-before-commit":
+            self.commit(pending)
+        planned = self.keys.get("planned")
+        self.write(stable=pending, pending=planned, planned=None, cancel=None)
+        if bug == "stable-before-commit":
+            self.commit(pending)  # too late
+
+    def cancel(self, bug: str | None) -> None:
+        """Cancel the pending rebalance, naming its revision."""
+        pending = self.keys.get("pending")
+        if not pending:
+            return
+        named = self.written_at["pending"] - (1 if bug == "cancel-wrong-pending" else 0)
+        value = {"old": self.keys["stable"], "new": pending, "pending_revision": named}
+        self.write(cancel=value)
+        self.write(cancel=None, pending=self.keys.get("planned"), planned=None)
+
+
+@st.composite
+def rebalance_scripts(draw: st.DrawFn, bug: str | None = None) -> list[dict[str, Any]]:
+    """One partition's rebalances (triggers, promotions, cancels), `bug` planted once."""
+    script = RebalanceScript(tuple(draw(st.permutations(NODES))[:3]))
+    steps = draw(st.integers(min_value=1, max_value=12))
+    bug_at = draw(st.integers(min_value=0, max_value=steps - 1))
+    for step in range(steps):
+        planted = bug if step == bug_at else None
+        action = draw(st.sampled_from(("retarget", "finish", "cancel")))
+        if planted in ("planned-without-pending", "change-trigger-not-increasing"):
+            action = "retarget"
+            if planted == "change-trigger-not-increasing" and script.keys.get("change") is None:
+                script.trigger += 1
+                script.write(change=script.trigger)  # a trigger to go back from
+            if planted == "planned-without-pending":
+                script.finish(None)  # empty pending first
+                script.cancel(None)
+        elif planted is not None:
+            action = "finish" if planted == "stable-before-commit" else "cancel"
+            if not script.keys.get("pending"):
+                script.retarget(sorted(set(NODES) - set(script.keys["stable"]))[:3], None)
+        if action == "retarget":
+            script.retarget(sorted(draw(st.permutations(NODES))[:3]), planted)
+        elif action == "finish":
+            script.finish(planted)
+        else:
+            script.cancel(planted)
+    return script.events

@@ -5,8 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given
 
 from checkers.assignments import check_assignments
+from tests.checkers.strategies import REBALANCE_BUGS, rebalance_scripts
 
 OLD, NEW, OTHER = ["n1", "n2", "n3"], ["n1", "n2", "n4"], ["n1", "n4", "n5"]
 
@@ -140,3 +142,23 @@ def test_cancel_before_the_new_config_committed_is_fine() -> None:
     audit = _clean()
     audit["n1"].append(_request("cancel-request", 5, 5, outcome="cancelled", wall=3.5, peers=OTHER))
     assert check_assignments(audit)[0] == []
+
+
+@given(rebalance_scripts())
+def test_rebalances_following_the_design_pass(events: list[dict[str, Any]]) -> None:
+    """Any interleaving of triggers, promotions and cancels done right is clean."""
+    anomalies, figures = check_assignments({"n1": events})
+    assert anomalies == []
+    assert figures["writes"] >= 1
+
+
+@pytest.mark.parametrize("bug", REBALANCE_BUGS)
+def test_each_planted_rebalance_bug_is_flagged_anywhere(bug: str) -> None:
+    """A planted rebalance bug is found wherever in the sequence it lands."""
+
+    @given(rebalance_scripts(bug))
+    def run(events: list[dict[str, Any]]) -> None:
+        anomalies, _ = check_assignments({"n1": events})
+        assert bug in {a.kind for a in anomalies}, anomalies
+
+    run()
