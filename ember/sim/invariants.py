@@ -4,7 +4,9 @@ Theory of operation: the checker is the cluster's observer. It sees every
 write (before fsync), every fsync, every applied entry and every node's
 status after each event, and keeps a global, omniscient record:
 
-- `leaders[term]`: who led each term (at most one leader per term);
+- `leaders[term]`: who led each term (at most one leader per term), and
+  `votes[(term, voter)]`: each leader won a majority of each voter set of its
+  configuration (learners' votes never count);
 - `entries[(index, term)]`: the entry's bytes and the term before it. Raft
   creates an (index, term) once, so one record per pair for all time, plus
   the predecessor's term, gives log matching by induction;
@@ -37,6 +39,7 @@ from ember.sim.storage import DiskLog
 
 SAFETY_PROPERTIES: tuple[str, ...] = (
     "one-leader-per-term",
+    "election-quorum",
     "log-matching",
     "leader-completeness",
     "state-machine-safety",
@@ -100,6 +103,8 @@ class Invariants(Observer):
         self.applied: dict[int, bytes] = {}
         self.node_commit: dict[str, int] = {}
         self.checks = dict.fromkeys(SAFETY_PROPERTIES, 0)
+        # (term, voter) -> the candidate it voted for.
+        self.votes: dict[tuple[int, str], str] = {}
         self.last_status: dict[str, Status] = {}
         self._completeness_checked: set[tuple[int, str]] = set()
         self._joint_checked: set[int] = set()
@@ -129,6 +134,21 @@ class Invariants(Observer):
             # Once per leadership: later commits are checked as they happen.
             self._completeness_checked.add((status.term, node.id))
             self._check_leader_holds_committed(node, status.term, self.committed)
+            self._check_election_quorum(node, status)
+
+    def _check_election_quorum(self, node: SimNode, status: Status) -> None:
+        """The votes this leader won: a majority of each voter set, no learners."""
+        self.checks["election-quorum"] += 1
+        voters = {
+            v for (term, v), cand in self.votes.items() if term == status.term and cand == node.id
+        }
+        if not _quorum(status.conf, voters):
+            self._fail(
+                "election-quorum",
+                node.id,
+                f"leader of term {status.term} with votes from {sorted(voters)} only, "
+                f"not a quorum of {_conf(status.conf)}",
+            )
 
     def on_crash(self, node: SimNode) -> None:
         self.last_status.pop(node.id, None)
@@ -136,6 +156,10 @@ class Invariants(Observer):
 
     def on_write(self, node: SimNode, rd: Ready) -> None:
         log = node.written
+        hs = rd.hard_state
+        if hs is not None and hs.vote is not None:
+            # Recorded when written: a vote is only sent after it is durable.
+            self.votes[(hs.term, node.id)] = hs.vote
         for gone in node.removed:
             done = self.committed.get(gone.index)
             if done is not None and done.blob == _blob(gone):

@@ -32,7 +32,7 @@ CASES: list[tuple[str, dict[str, Any], set[str]]] = [
     (
         "count-learners",
         {"change_ms": 100.0, "faults": PARTITIONS},
-        {"quorum-commit", "one-leader-per-term", "state-machine-safety", "leader-completeness"},
+        {"quorum-commit", "election-quorum", "one-leader-per-term", "state-machine-safety"},
     ),
     (
         "single-majority-joint",
