@@ -24,9 +24,11 @@ committed configuration at each (group, index). The invariants:
   where no configuration entry was appended) is the newest one committed at
   or before that index.
 
-A configuration unknown to the checker (a node that never reported one, or
-restored one from a snapshot) skips the checks that need it rather than
-guessing: the `figures` count how many checks ran.
+A node's starting configuration is taken from its first `change-stage`
+(catching-up) when the core reported none; a node that names another node
+as leader (or reports `started`) is a follower again, since a restart emits
+no role change. Where the configuration is still unknown, the checks that
+need it are skipped rather than guessed: the `figures` count the checks run.
 """
 
 from __future__ import annotations
