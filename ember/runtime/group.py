@@ -1,0 +1,175 @@
+"""One Raft group on a node: the RawNode, its storage, its state machine and
+the client requests waiting on it.
+
+The node loop (`ember.runtime.node`) owns the order of work; this module
+holds what one group needs for each step of it: `persist` a Ready's writes,
+`apply` its committed entries (answering the proposals that wait on them),
+and `maybe_compact` its log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Protocol
+
+from ember.raft import (
+    ChangeResult,
+    ConfState,
+    Entry,
+    GroupId,
+    NodeId,
+    RaftConfig,
+    RawNode,
+    Ready,
+    Snapshot,
+    SnapshotMeta,
+)
+from ember.storage import GroupStorage
+
+# An `applied` audit event every this many entries, at the same indexes on
+# every replica (as the simulator does), so convergence is one comparison.
+DIGEST_EVERY = 50
+
+
+class StateMachine(Protocol):
+    """What a group's replicated state machine offers the runtime."""
+
+    @property
+    def applied(self) -> int: ...
+
+    @property
+    def digest(self) -> str: ...
+
+    def apply(self, entry: Entry) -> Any: ...
+
+    def snapshot(self) -> bytes: ...
+
+    def restore(self, data: bytes, index: int) -> None: ...
+
+
+class ProposalDropped(Exception):  # noqa: N818 -- reads as the outcome it reports
+    """Another entry committed at the proposal's index: it was certainly not applied."""
+
+
+class OutcomeUnknown(Exception):  # noqa: N818 -- reads as the outcome it reports
+    """The proposal may or may not have been applied (e.g. a snapshot covered it)."""
+
+
+class Group:
+    """A Raft group hosted on this node."""
+
+    def __init__(
+        self,
+        node_id: NodeId,
+        group_id: GroupId,
+        storage: GroupStorage,
+        machine: StateMachine,
+        config: RaftConfig,
+        rng: random.Random,
+        *,
+        bootstrap: ConfState | None,
+        compact_every: int,
+    ) -> None:
+        self.id = group_id
+        self.storage = storage
+        self.sm = machine
+        self.compact_every = compact_every
+        persisted = storage.load()
+        fresh = persisted.snapshot is None and not persisted.entries
+        if fresh and bootstrap is not None:
+            # The bootstrap configuration is the empty snapshot at index 0, so
+            # a restart needs nothing but the store (ember.storage docs).
+            snap = Snapshot(meta=SnapshotMeta(index=0, term=0, conf=bootstrap))
+            storage.save(snapshot=snap)
+            persisted = storage.load()
+            fresh = False
+        if persisted.snapshot is not None:
+            self.sm.restore(persisted.snapshot.data, persisted.snapshot.meta.index)
+        self.raw = RawNode(node_id, group_id, config, rng, persisted=None if fresh else persisted)
+        # index -> (term proposed in, future of the command's result)
+        self.waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}
+        self.tickets: dict[int, asyncio.Future[ChangeResult]] = {}
+        self._snap_mark: tuple[int, bytes] | None = None
+
+    def persist(self, rd: Ready) -> None:
+        """Stage a Ready's snapshot, entries and hard state (durable at commit)."""
+        if rd.snapshot is not None or rd.entries or rd.hard_state is not None:
+            self.storage.save(rd.entries, rd.hard_state, rd.snapshot)
+
+    def apply(self, rd: Ready) -> list[tuple[int, str]]:
+        """Apply a Ready's snapshot and committed entries; answer their waiters.
+
+        Returns (index, digest) for each applied index that calls for an
+        `applied` audit event.
+        """
+        if rd.snapshot is not None and rd.snapshot.meta.index > self.sm.applied:
+            self.sm.restore(rd.snapshot.data, rd.snapshot.meta.index)
+            self._fail_waiters_upto(rd.snapshot.meta.index)
+        digests: list[tuple[int, str]] = []
+        for entry in rd.committed_entries:
+            if entry.index <= self.sm.applied:
+                continue
+            result = self.sm.apply(entry)
+            waiter = self.waiters.pop(entry.index, None)
+            if waiter is not None and not waiter[1].done():
+                if waiter[0] == entry.term:
+                    waiter[1].set_result(result)
+                else:
+                    waiter[1].set_exception(
+                        ProposalDropped(f"index {entry.index} committed from term {entry.term}")
+                    )
+            if entry.index % DIGEST_EVERY == 0:
+                digests.append((entry.index, self.sm.digest))
+        for res in rd.change_results:
+            fut = self.tickets.pop(res.ticket, None)
+            if fut is not None and not fut.done():
+                fut.set_result(res)
+        return digests
+
+    def _fail_waiters_upto(self, index: int) -> None:
+        # A snapshot skipped these indexes: we cannot tell whether our entries
+        # are in it, so their outcome is unknown.
+        for idx in [i for i in self.waiters if i <= index]:
+            _, fut = self.waiters.pop(idx)
+            if not fut.done():
+                fut.set_exception(OutcomeUnknown(f"index {idx} was covered by a snapshot"))
+
+    def maybe_compact(self) -> None:
+        """Every `compact_every` applied entries, compact the log to the previous mark.
+
+        The state is captured at one mark and the log compacted to it at the
+        next, so a tail of about `compact_every` entries stays and only peers
+        lagging further behind need a snapshot (as the simulator does).
+        """
+        applied = self.sm.applied
+        mark = self._snap_mark
+        if not self.compact_every or applied < (mark[0] if mark else 0) + self.compact_every:
+            return
+        if mark is not None and mark[0] > self.raw.log.offset:
+            snap = self.raw.compact(mark[0], mark[1])
+            self.storage.save(snapshot=snap)
+        self._snap_mark = (applied, self.sm.snapshot())
+
+    def status(self) -> dict[str, Any]:
+        """The group's state for /admin/status (cheap: no log walk)."""
+        st = self.raw.status()
+        conf = st.conf
+        return {
+            "role": st.role,
+            "term": st.term,
+            "leader": st.leader,
+            "commit": st.commit,
+            "applied": st.applied,
+            "last_index": st.last_index,
+            "snapshot_index": self.raw.log.offset,
+            "conf": {
+                "peers": list(conf.peers),
+                "old_peers": list(conf.old_peers) if conf.old_peers is not None else None,
+                "learners": list(conf.learners),
+                "joint": conf.is_joint,
+            },
+            "stage": st.stage,
+            "token": st.token,
+            "progress": st.progress,
+        }

@@ -1,0 +1,214 @@
+"""`ember-node`: the ember node daemon (Raft groups, KV partitions, HTTP API).
+
+    ember-node --id n1 --peers n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003 \\
+               --data-dir /tmp/ember/n1
+    ember-node --config node.toml        # the same settings as TOML keys
+
+Addressing (see `ember.runtime.config`): `--peers` gives each node's Raft
+address, `id=host:raft_port[:http_port]`, HTTP port defaulting to
+raft_port + 1000; `--listen` (HTTP) and `--raft-listen` override this node's
+own. `--bootstrap` names the initial voters of every partition (default: all
+peers); a node outside it starts empty and joins through change-peers.
+Bad flags or config exit with code 2 and one line naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from ember.api import Api
+from ember.kv import DEFAULT_PARTITIONS, KvTable, make_machines
+from ember.raft import PLANTED_BUGS, RaftConfig
+from ember.runtime import ConfigError, NodeConfig, NodeRuntime
+from ember.runtime.config import parse_hostport, parse_peers
+
+log = logging.getLogger("ember.server")
+
+_INT_KEYS = ("seed", "partitions", "compact_every")
+_RAFT_KEYS = (
+    "election_timeout_ticks",
+    "heartbeat_ticks",
+    "catchup_margin",
+    "catchup_max_retries",
+    "max_entries_per_append",
+    "max_inflight_appends",
+)
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ember-node", description=__doc__.split("\n\n")[0])
+    p.add_argument("--config", help="TOML file with the settings below (flags override it)")
+    p.add_argument("--id", help="this node's id, as named in --peers")
+    p.add_argument("--peers", help="id=host:raft_port[:http_port],... for every node")
+    p.add_argument("--listen", help="HTTP host:port (default: from this node's --peers entry)")
+    p.add_argument("--raft-listen", help="Raft host:port (default: this node's --peers entry)")
+    p.add_argument("--data-dir", help="directory for the WAL and events.jsonl")
+    p.add_argument("--seed", type=int, help="seed of every random choice (default 0)")
+    p.add_argument("--partitions", type=int, help=f"KV partitions (default {DEFAULT_PARTITIONS})")
+    p.add_argument("--bootstrap", help="initial voters, comma-separated (default: all peers)")
+    p.add_argument("--tick-ms", type=float, help="Raft tick length in ms (default 50)")
+    p.add_argument("--compact-every", type=int, help="compact a log every N entries (0: never)")
+    p.add_argument("--catchup-margin", type=int, help="change-peers catch-up margin (entries)")
+    p.add_argument("--election-timeout-ticks", type=int, help="election timeout in ticks")
+    bugs = ",".join(sorted(PLANTED_BUGS))
+    p.add_argument("--planted-bugs", help=f"test-only core defects: {bugs}")
+    p.add_argument(
+        "--unsafe-no-fsync",
+        action="store_true",
+        help="benchmarks only: skip fsync (acknowledged writes may be lost on a crash)",
+    )
+    p.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return p
+
+
+def _merged(args: argparse.Namespace) -> dict[str, Any]:
+    """Settings from the TOML file, overridden by the flags given."""
+    settings: dict[str, Any] = {}
+    if args.config:
+        try:
+            with open(args.config, "rb") as fh:
+                settings = tomllib.load(fh)
+        except OSError as err:
+            raise ConfigError(f"--config {args.config}: {err.strerror}") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"--config {args.config}: not valid TOML: {err}") from None
+        settings = {k.replace("-", "_"): v for k, v in settings.items()}
+    for key, value in vars(args).items():
+        if value is not None and key not in ("config", "log_level"):
+            if key == "unsafe_no_fsync" and not value:
+                continue
+            settings[key] = value
+    return settings
+
+
+def _raft_config(s: dict[str, Any]) -> RaftConfig:
+    fields: dict[str, Any] = {k: s[k] for k in _RAFT_KEYS if k in s}
+    for key, value in fields.items():
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise ConfigError(f"{key} must be an integer")
+    bugs = s.get("planted_bugs", "")
+    if isinstance(bugs, str):
+        bugs = [b for b in bugs.split(",") if b]
+    try:
+        return RaftConfig(**fields, planted_bugs=frozenset(bugs))
+    except (ValueError, TypeError) as err:
+        raise ConfigError(str(err)) from None
+
+
+def build_config(args: argparse.Namespace) -> NodeConfig:
+    """The node configuration, or ConfigError naming what is wrong."""
+    s = _merged(args)
+    for required in ("id", "peers", "data_dir"):
+        if not s.get(required):
+            raise ConfigError(f"--{required.replace('_', '-')} is required")
+    node_id = str(s["id"])
+    peers_raw = s["peers"]
+    if isinstance(peers_raw, list):
+        peers_raw = ",".join(peers_raw)
+    peers = parse_peers(str(peers_raw))
+    if node_id not in peers:
+        raise ConfigError(f"--id {node_id} is not in --peers ({', '.join(sorted(peers))})")
+    own = peers[node_id]
+    http = parse_hostport(s["listen"], "--listen") if s.get("listen") else (own.host, own.http_port)
+    raft = (
+        parse_hostport(s["raft_listen"], "--raft-listen")
+        if s.get("raft_listen")
+        else (own.host, own.raft_port)
+    )
+    boot_raw = s.get("bootstrap") or ",".join(sorted(peers))
+    bootstrap = tuple(sorted(b for b in str(boot_raw).split(",") if b))
+    bad = [b for b in bootstrap if b not in peers]
+    if bad:
+        raise ConfigError(f"--bootstrap: unknown node(s) {', '.join(bad)}")
+    for key in _INT_KEYS:
+        if key in s and (not isinstance(s[key], int) or isinstance(s[key], bool)):
+            raise ConfigError(f"{key} must be an integer")
+    partitions = s.get("partitions", DEFAULT_PARTITIONS)
+    if not 1 <= partitions <= 1024:
+        raise ConfigError("--partitions must be in 1..1024")
+    tick_ms = float(s.get("tick_ms", 50.0))
+    if not 1 <= tick_ms <= 10_000:
+        raise ConfigError("--tick-ms must be in 1..10000")
+    return NodeConfig(
+        node_id=node_id,
+        data_dir=Path(s["data_dir"]),
+        peers=peers,
+        http_listen=http,
+        raft_listen=raft,
+        bootstrap=bootstrap,
+        partitions=partitions,
+        seed=s.get("seed", 0),
+        tick_ms=tick_ms,
+        compact_every=max(0, s.get("compact_every", 10_000)),
+        fsync=not s.get("unsafe_no_fsync", False),
+        raft=_raft_config(s),
+    )
+
+
+async def serve(cfg: NodeConfig) -> None:
+    """Run the node until SIGTERM or SIGINT, then stop cleanly."""
+    runtime = NodeRuntime(cfg, make_machines(cfg.partitions))
+    await runtime.start()
+    runner = web.AppRunner(Api(runtime, KvTable(runtime, cfg.partitions)).app(), access_log=None)
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        site = web.TCPSite(runner, cfg.http_listen[0], cfg.http_listen[1], reuse_address=True)
+        await site.start()
+        log.info(
+            "node %s serving HTTP on %s:%d, Raft on %s:%d, %d partitions, data in %s",
+            cfg.node_id,
+            *cfg.http_listen,
+            *cfg.raft_listen,
+            cfg.partitions,
+            cfg.data_dir,
+        )
+        await stop.wait()
+    finally:
+        log.info("node %s stopping", cfg.node_id)
+        await runner.cleanup()
+        await runtime.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `ember-node` console script."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        cfg = build_config(args)
+    except ConfigError as err:
+        print(f"ember-node: {err}", file=sys.stderr)
+        return 2
+    if not cfg.fsync:
+        # Benchmarks only: the store fdatasyncs through os.fdatasync.
+        os.fdatasync = lambda fd: None
+    try:
+        asyncio.run(serve(cfg))
+    except OSError as err:
+        print(f"ember-node: {err}", file=sys.stderr)
+        return 1
+    except BlockingIOError as err:
+        print(f"ember-node: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
