@@ -57,6 +57,14 @@ class CheckContext(msgspec.Struct, kw_only=True):
     audit: dict[str, list[dict[str, Any]]] | None = None
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
+    def setting(self, key: str, default: Any = None) -> Any:
+        """A checker setting: the caller's option, else the plan's field, else
+        the plan's free-form `options`, else `default`."""
+        for source in (self.options, self.plan, self.plan.get("options")):
+            if isinstance(source, Mapping) and source.get(key) is not None:
+                return source[key]
+        return default
+
 
 class Checker(Protocol):
     """A checker: a name and a pure function of a run's context."""

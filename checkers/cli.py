@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     if args.model:
         options["model"] = args.model
     if args.time_limit:
-        options["time_limit_s"] = args.time_limit
+        options["lin_time_limit_s"] = args.time_limit
     if args.checkers:
         options["checkers"] = args.checkers
     result = check(plan, history, options, audit=audit)

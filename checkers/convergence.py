@@ -43,7 +43,7 @@ class ConvergenceChecker:
         """Invalid when a healed cluster did not converge; unknown if it had no time to."""
         if not ctx.audit:
             return CheckerResult(name=self.name, valid=UNKNOWN, error="no audit events")
-        quiet_s = float(ctx.options.get("quiet_s", ctx.plan.get("quiet_s", DEFAULT_QUIET_S)))
+        quiet_s = float(ctx.setting("quiet_s", DEFAULT_QUIET_S))
         end = ctx.events[-1].time if ctx.events else 0
         windows = fault_windows(ctx.operations, end) + change_windows(ctx.operations, end)
         last_end = max((w["end"] for w in windows), default=0)

@@ -32,14 +32,29 @@ def model_names() -> tuple[str, ...]:
     return tuple(MODELS)
 
 
-def model_for(plan: Any, options: Any) -> str:
-    """The model to check against: the option, else the plan's workload's, else kv."""
-    chosen = options.get("model") if hasattr(options, "get") else None
+# Workload names (harness Plan.workload) whose ops a model checks.
+WORKLOAD_MODELS = {
+    "register": "cas-register",
+    "cas-register": "cas-register",
+    "kv": "kv",
+    "etcd": "etcd",
+    "metastore": "metastore",
+}
+
+
+def model_for(ctx: CheckContext) -> str:
+    """The model: the `model` setting, else the first workload that names
+    one (a plan's `workload` list, or a dict with `model`), else kv."""
+    chosen = ctx.setting("model")
     if chosen:
         return str(chosen)
-    workload = plan.get("workload") if hasattr(plan, "get") else None
+    workload = ctx.plan.get("workload")
     if isinstance(workload, dict) and isinstance(workload.get("model"), str):
         return str(workload["model"])
+    if isinstance(workload, list | tuple):
+        for name in workload:
+            if name in WORKLOAD_MODELS:
+                return WORKLOAD_MODELS[name]
     return DEFAULT_MODEL
 
 
@@ -52,7 +67,7 @@ class LinearizabilityChecker:
         """Runs the search; its `unknown` (budget, bad op shape) passes through."""
         from checkers import linearizability as lin  # late: see the module doc
 
-        model = model_for(ctx.plan, ctx.options)
+        model = model_for(ctx)
         # The nemesis's and admin's ops (membership changes) are not ops on the model.
         client_ops = [
             op
@@ -60,7 +75,7 @@ class LinearizabilityChecker:
             if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f != "watch"
         ]
         ops = lin.ops_from_history(client_ops, model)
-        limit = float(ctx.options.get("time_limit_s") or DEFAULT_TIME_LIMIT_S)
+        limit = float(ctx.setting("lin_time_limit_s", DEFAULT_TIME_LIMIT_S))
         result = lin.check(ops, model, time_limit_s=limit)
         anomalies: list[Anomaly] = []
         failure = result.failure

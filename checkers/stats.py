@@ -139,10 +139,10 @@ class StatsChecker:
         ctx: CheckContext, n_ok: int, faults: list[Any], changes: list[Any], overlaps: int
     ) -> list[str]:
         reasons = []
-        min_ok = int(ctx.options.get("min_ok_ops", ctx.plan.get("min_ok_ops", DEFAULT_MIN_OK_OPS)))
+        min_ok = int(ctx.setting("min_ok_ops", DEFAULT_MIN_OK_OPS))
         if n_ok < min_ok:
             reasons.append(f"traffic too low: {n_ok} ok client ops, fewer than {min_ok}")
-        required = bool(ctx.options.get("require_overlap", ctx.plan.get("require_overlap")))
+        required = bool(ctx.setting("require_overlap", False))
         if (required or (faults and changes)) and not overlaps:
             reasons.append(
                 f"no fault overlapped a membership change ({len(faults)} faults, "

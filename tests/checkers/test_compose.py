@@ -18,6 +18,7 @@ from checkers.api import (
 )
 from checkers.compose import check, select
 from checkers.history import Event
+from checkers.linear import model_for
 from tests.checkers.helpers import HistoryBuilder
 
 
@@ -96,3 +97,29 @@ def test_verdict_keeps_a_bounded_sample_of_each_kind() -> None:
     assert result.valid is False
     assert len(result.anomalies) == MAX_ANOMALIES_PER_KIND + 1
     assert result.figures["anomaly_counts"] == {"stale": 1000, "other": 1}
+
+
+def test_settings_come_from_options_then_plan_then_plan_options() -> None:
+    """A caller's option wins over the plan's field, which wins over the plan's extras."""
+    ctx = CheckContext(plan={"quiet_s": 10, "options": {"quiet_s": 3, "min_ok_ops": 2}})
+    assert ctx.setting("quiet_s") == 10
+    assert ctx.setting("min_ok_ops") == 2
+    assert ctx.setting("absent", 7) == 7
+    ctx = CheckContext(plan={"quiet_s": 10}, options={"quiet_s": 1})
+    assert ctx.setting("quiet_s") == 1
+
+
+@pytest.mark.parametrize(
+    ("plan", "options", "model"),
+    [
+        ({}, {}, "kv"),
+        ({"workload": ["register", "change-peers"]}, {}, "cas-register"),
+        ({"workload": ["change-peers", "metastore"]}, {}, "metastore"),
+        ({"workload": {"model": "etcd"}}, {}, "etcd"),
+        ({"workload": ["register"]}, {"model": "register"}, "register"),
+        ({"options": {"model": "kv-nopart"}}, {}, "kv-nopart"),
+    ],
+)
+def test_model_follows_the_plan_workload(plan: Any, options: Any, model: str) -> None:
+    """The linearizability model comes from --model, the plan's options, or its workload."""
+    assert model_for(CheckContext(plan=plan, options=options)) == model
