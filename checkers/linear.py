@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 
 from checkers.api import Anomaly, CheckContext, CheckerResult
+from checkers.history import Operation
 from checkers.stats import MEMBERSHIP_FS
 
 # The model names the facade implements (docs/models.md), should it fail to import.
@@ -32,29 +33,28 @@ def model_names() -> tuple[str, ...]:
     return tuple(MODELS)
 
 
-# Workload names (harness Plan.workload) whose ops a model checks.
-WORKLOAD_MODELS = {
-    "register": "cas-register",
-    "cas-register": "cas-register",
-    "kv": "kv",
-    "etcd": "etcd",
-    "metastore": "metastore",
-}
+# Which model reads a history's ops, by their `f`s, when none is named.
+# Workload names do not say it (the harness's "register" workload speaks get/put/cas).
+_INFER = (
+    ("cas-register", frozenset({"read", "write", "cas"})),
+    ("kv", frozenset({"get", "put", "cas", "delete", "append"})),
+    ("metastore", frozenset({"get", "put", "delete", "invoke"})),
+)
 
 
-def model_for(ctx: CheckContext) -> str:
-    """The model: the `model` setting, else the first workload that names
-    one (a plan's `workload` list, or a dict with `model`), else kv."""
+def model_for(ctx: CheckContext, ops: list[Operation] | None = None) -> str:
+    """The model: the `model` setting, else a plan workload dict's `model`,
+    else the first model whose operations cover every `f` in `ops`, else kv."""
     chosen = ctx.setting("model")
     if chosen:
         return str(chosen)
     workload = ctx.plan.get("workload")
     if isinstance(workload, dict) and isinstance(workload.get("model"), str):
         return str(workload["model"])
-    if isinstance(workload, list | tuple):
-        for name in workload:
-            if name in WORKLOAD_MODELS:
-                return WORKLOAD_MODELS[name]
+    fs = {op.f for op in ops or ()}
+    for model, known in _INFER:
+        if fs and fs <= known:
+            return model
     return DEFAULT_MODEL
 
 
@@ -67,13 +67,13 @@ class LinearizabilityChecker:
         """Runs the search; its `unknown` (budget, bad op shape) passes through."""
         from checkers import linearizability as lin  # late: see the module doc
 
-        model = model_for(ctx)
         # The nemesis's and admin's ops (membership changes) are not ops on the model.
         client_ops = [
             op
             for op in ctx.operations
             if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f != "watch"
         ]
+        model = model_for(ctx, client_ops)
         ops = lin.ops_from_history(client_ops, model)
         limit = float(ctx.setting("lin_time_limit_s", DEFAULT_TIME_LIMIT_S))
         result = lin.check(ops, model, time_limit_s=limit)
@@ -89,6 +89,7 @@ class LinearizabilityChecker:
                 )
             )
         figures: dict[str, Any] = msgspec.to_builtins(result)
+        figures["model"] = model
         return CheckerResult(
             name=self.name,
             valid=result.valid,

@@ -17,7 +17,7 @@ from checkers.api import (
     verdict,
 )
 from checkers.compose import check, select
-from checkers.history import Event
+from checkers.history import Event, Operation
 from checkers.linear import model_for
 from tests.checkers.helpers import HistoryBuilder
 
@@ -109,17 +109,28 @@ def test_settings_come_from_options_then_plan_then_plan_options() -> None:
     assert ctx.setting("quiet_s") == 1
 
 
+def _ops(*fs: str) -> list[Operation]:
+    return [
+        Operation(process=0, f=f, type="ok", invoke_index=i, invoke_time=i, complete_index=i,
+                  complete_time=i)
+        for i, f in enumerate(fs)
+    ]  # fmt: skip
+
+
 @pytest.mark.parametrize(
-    ("plan", "options", "model"),
+    ("plan", "options", "fs", "model"),
     [
-        ({}, {}, "kv"),
-        ({"workload": ["register", "change-peers"]}, {}, "cas-register"),
-        ({"workload": ["change-peers", "metastore"]}, {}, "metastore"),
-        ({"workload": {"model": "etcd"}}, {}, "etcd"),
-        ({"workload": ["register"]}, {"model": "register"}, "register"),
-        ({"options": {"model": "kv-nopart"}}, {}, "kv-nopart"),
+        ({}, {}, (), "kv"),
+        ({"workload": ["register"]}, {}, ("get", "put", "cas"), "kv"),
+        ({}, {}, ("read", "write", "cas"), "cas-register"),
+        ({}, {}, ("get", "invoke"), "metastore"),
+        ({"workload": {"model": "etcd"}}, {}, ("get",), "etcd"),
+        ({}, {"model": "register"}, ("get",), "register"),
+        ({"options": {"model": "kv-nopart"}}, {}, ("get",), "kv-nopart"),
     ],
 )
-def test_model_follows_the_plan_workload(plan: Any, options: Any, model: str) -> None:
-    """The linearizability model comes from --model, the plan's options, or its workload."""
-    assert model_for(CheckContext(plan=plan, options=options)) == model
+def test_model_is_named_or_inferred_from_the_ops(
+    plan: Any, options: Any, fs: tuple[str, ...], model: str
+) -> None:
+    """--model or the plan names the model; else the ops' fs pick the one that reads them."""
+    assert model_for(CheckContext(plan=plan, options=options), _ops(*fs)) == model
