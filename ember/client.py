@@ -1,0 +1,203 @@
+"""A Python client for ember nodes that classifies every outcome.
+
+    async with EmberClient(["http://127.0.0.1:8001", ...]) as c:
+        out = await c.put("k", 1)      # Outcome(type="ok" | "fail" | "unknown", ...)
+
+Every call returns an `Outcome` instead of raising:
+
+- `ok`: the node answered success; `value` holds the result.
+- `fail`: the operation certainly did not take effect: the connection was
+  refused or timed out before the request was sent, or the node answered an
+  error whose `outcome` is `fail` (bad input, not the leader and no leader
+  known, refused before proposing).
+- `unknown`: it may have taken effect: a timeout or a dropped connection
+  after the request was sent, or a node error whose `outcome` is `unknown`.
+
+A 421 (not the leader) is followed to the leader's address, at most
+`max_redirects` times, and the leader of each partition is remembered (keys
+are hashed to partitions exactly as the node does). The node is told a
+deadline (`timeout_s`) shorter than the client's, so it usually answers 504
+itself rather than leaving the client to guess.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote
+
+import aiohttp
+import msgspec
+
+from ember.kv import DEFAULT_PARTITIONS, partition_of
+
+OutcomeType = Literal["ok", "fail", "unknown"]
+# The node's deadline is this much shorter than the client's.
+_SERVER_MARGIN_S = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What became of one request."""
+
+    type: OutcomeType
+    value: Any = None
+    error: str | None = None
+    status: int | None = None  # HTTP status, when the node answered
+    url: str | None = None  # the node that answered (or was tried last)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the request succeeded."""
+        return self.type == "ok"
+
+
+class EmberClient:
+    """Async client over a list of node URLs; use as an async context manager."""
+
+    def __init__(
+        self,
+        urls: list[str],
+        *,
+        timeout_s: float = 5.0,
+        connect_timeout_s: float = 1.0,
+        partitions: int = DEFAULT_PARTITIONS,
+        max_redirects: int = 3,
+    ) -> None:
+        if not urls:
+            raise ValueError("EmberClient needs at least one node URL")
+        self.urls = [u.rstrip("/") for u in urls]
+        self.timeout_s = timeout_s
+        self.connect_timeout_s = connect_timeout_s
+        self.partitions = partitions
+        self.max_redirects = max_redirects
+        self._leaders: dict[int, str] = {}
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> EmberClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=256),
+                timeout=aiohttp.ClientTimeout(
+                    total=self.timeout_s, sock_connect=self.connect_timeout_s
+                ),
+            )
+        return self._session
+
+    # -- KV --------------------------------------------------------------------
+
+    async def get(self, key: str) -> Outcome:
+        """Linearizable read; `value` is the value or None."""
+        out = await self._kv("GET", key, "", None)
+        return _pick(out, "value")
+
+    async def put(self, key: str, value: Any) -> Outcome:
+        """Write `value` (any JSON value)."""
+        return await self._kv("PUT", key, "", {"value": value})
+
+    async def cas(self, key: str, expected: Any, value: Any) -> Outcome:
+        """Compare-and-set; ok with value [swapped, value before] (None: absent)."""
+        out = await self._kv("POST", key, "/cas", {"expected": expected, "value": value})
+        if out.ok and isinstance(out.value, dict):
+            return Outcome(
+                "ok", [out.value.get("ok"), out.value.get("current")], None, out.status, out.url
+            )
+        return out
+
+    async def delete(self, key: str) -> Outcome:
+        """Delete; `value` says whether the key existed."""
+        return _pick(await self._kv("DELETE", key, "", None), "existed")
+
+    async def _kv(self, method: str, key: str, suffix: str, body: Any) -> Outcome:
+        part = partition_of(key, self.partitions)
+        base = self._leaders.get(part, self.urls[0])
+        path = f"/kv/{_quote(key)}{suffix}"
+        out = await self.request(method, path, body, base=base, partition=part)
+        return out
+
+    # -- any endpoint -------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        base: str | None = None,
+        partition: int | None = None,
+    ) -> Outcome:
+        """Send one request (following 421 redirects) and classify the outcome."""
+        url = base or self.urls[0]
+        for _ in range(self.max_redirects + 1):
+            out, leader_url = await self._once(method, url, path, body)
+            if leader_url is None:
+                return out
+            url = leader_url
+            if partition is not None:
+                self._leaders[partition] = leader_url
+        return out
+
+    async def _once(
+        self, method: str, base: str, path: str, body: Any
+    ) -> tuple[Outcome, str | None]:
+        server_timeout = max(0.05, self.timeout_s - _SERVER_MARGIN_S)
+        params = {"timeout_s": f"{server_timeout:.3f}"} if path.startswith("/kv/") else None
+        data = msgspec.json.encode(body) if body is not None else None
+        try:
+            async with self._http().request(method, base + path, data=data, params=params) as resp:
+                raw = await resp.read()
+                status = resp.status
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as err:
+            # The request never left: the node cannot have acted on it.
+            return Outcome("fail", None, f"connect: {err}", None, base), None
+        except TimeoutError:
+            return Outcome("unknown", None, "timeout after sending", None, base), None
+        except aiohttp.ClientError as err:
+            return Outcome("unknown", None, f"connection lost: {err!r}", None, base), None
+        return _classify(status, raw, base)
+
+
+def _classify(status: int, raw: bytes, base: str) -> tuple[Outcome, str | None]:
+    try:
+        doc = msgspec.json.decode(raw) if raw else {}
+    except msgspec.DecodeError:
+        doc = None
+    if 200 <= status < 300:
+        if doc is None:
+            return Outcome("unknown", None, "success with an unreadable body", status, base), None
+        return Outcome("ok", doc, None, status, base), None
+    if not isinstance(doc, dict):
+        kind: OutcomeType = "fail" if status < 500 else "unknown"
+        return Outcome(kind, None, f"HTTP {status}", status, base), None
+    error = f"{doc.get('error', 'error')}: {doc.get('message', '')}"
+    if status == 421 and isinstance(doc.get("leader_url"), str):
+        return Outcome("fail", doc, error, status, base), doc["leader_url"]
+    kind = "unknown" if doc.get("outcome") == "unknown" else "fail"
+    if doc.get("outcome") not in ("fail", "unknown") and status >= 500:
+        kind = "unknown"
+    return Outcome(kind, doc, error, status, base), None
+
+
+def _pick(out: Outcome, field: str) -> Outcome:
+    if out.ok and isinstance(out.value, dict):
+        return Outcome("ok", out.value.get(field), None, out.status, out.url)
+    return out
+
+
+def _quote(key: str) -> str:
+    return quote(key, safe="")
+
+
+__all__ = ["EmberClient", "Outcome", "OutcomeType"]
