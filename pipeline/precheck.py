@@ -1,0 +1,234 @@
+"""A distributed pre-check of one history too large for a machine's memory.
+
+Theory of operation. Spark reads history.jsonl as text, split across
+executors, and each line is decoded with the checkers' own `Event` type.
+Then two shuffles, each holding only a slice of the history in any one
+place:
+
+1. by process: each process's events, in index order, go through the
+   checkers' `HistoryValidator` (a process's invoke/complete rules) and
+   `pair` into operations;
+2. by key: each key's client operations go through the linearizability
+   search (`checkers.linearizability.check`, the same code as `faultline
+   check`) and the revision-order rules (`checkers.revisions.check_order`).
+
+Because the kv models are P-compositional, a history is linearizable iff
+every key's sub-history is, so the per-key verdicts merge (false > unknown >
+true) into the history's. The revision rules compare pairs of operations, so
+a violation within one key is a violation of the whole; the rules across
+keys are covered by a global group-by (no two writes share a revision) but
+not by a full real-time sweep, which is why this is a pre-check: a history
+it passes may still break the cross-key stale-read rule. The global rules
+that need one total order (index strictly increasing, time never going
+back) are likewise checked only within each process.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from checkers.api import Validity, merge_validity
+from checkers.history import Event, HistoryError, HistoryValidator, Operation, pair
+
+_EVENT = msgspec.json.Decoder(Event)
+EVENT_SCHEMA = ("line long, idx long, time long, process string, is_client boolean, type string, "
+                "f string, key string, value string, revision long, error string")  # fmt: skip
+OP_SCHEMA = ("process string, is_client boolean, f string, type string, invoke_index long, "
+             "invoke_time long, complete_index long, complete_time long, key string, "
+             "value string, result string, revision long, problem string")  # fmt: skip
+KEY_SCHEMA = ("key string, ops long, valid string, reason string, unplaceable array<long>, "
+              "revision_anomalies array<string>")  # fmt: skip
+
+
+@dataclass
+class PrecheckResult:
+    """The merged verdict and what each stage found."""
+
+    valid: Validity
+    events: int = 0
+    ops: int = 0
+    keys: int = 0
+    bad_lines: list[str] = field(default_factory=list)
+    process_problems: list[str] = field(default_factory=list)
+    failed_keys: list[dict[str, Any]] = field(default_factory=list)
+    unknown_keys: list[str] = field(default_factory=list)
+    duplicate_revisions: list[int] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def summary(self) -> str:
+        """A few lines for the terminal."""
+        lines = [f"pre-check: {self.valid} ({self.events} events, {self.ops} client ops, "
+                 f"{self.keys} keys, {self.elapsed_s:.1f} s)"]  # fmt: skip
+        lines += [f"  malformed: {b}" for b in self.bad_lines[:5]]
+        lines += [f"  process: {p}" for p in self.process_problems[:5]]
+        for k in self.failed_keys[:5]:
+            lines.append(f"  key {k['key']!r}: {k['valid']} {k['reason'] or ''} "
+                         f"unplaceable={k['unplaceable']} {k['revision_anomalies']}")  # fmt: skip
+        if self.unknown_keys:
+            lines.append(f"  undecided keys: {', '.join(self.unknown_keys[:10])}")
+        if self.duplicate_revisions:
+            lines.append(f"  writes sharing a revision: {self.duplicate_revisions[:10]}")
+        return "\n".join(lines)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else msgspec.json.encode(value).decode()
+
+
+def _unjson(text: Any) -> Any:
+    return msgspec.json.decode(text) if isinstance(text, str) else None
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None  # pandas holds a missing string as NaN
+
+
+def _int(value: Any) -> int | None:
+    return None if value is None or value != value else int(value)  # NaN != NaN
+
+
+def parse_lines(rows: Iterator[tuple[str, int]]) -> Iterator[tuple[Any, ...]]:
+    """(text, line number) -> event rows; a malformed line -> a row with only `error`."""
+    for text, lineno in rows:
+        if not text.strip():
+            continue
+        try:
+            ev = _EVENT.decode(text)
+        except msgspec.DecodeError as exc:
+            yield (lineno + 1, None, None, None, None, None, None, None, None, None, str(exc))
+            continue
+        yield (lineno + 1, ev.index, ev.time, str(ev.process), isinstance(ev.process, int),
+               ev.type, ev.f, ev.key, _json(ev.value), ev.revision, None)  # fmt: skip
+
+
+def pair_process(pdf: Any) -> Any:
+    """One process's events (pandas) -> its operations, validated by the checkers' rules."""
+    import pandas as pd
+
+    pdf = pdf.sort_values("idx")
+    is_client = bool(pdf["is_client"].iloc[0])
+    events = [
+        Event(index=int(r.idx), time=int(r.time), process=int(r.process) if is_client
+              else str(r.process), type=r.type, f=r.f, key=_str(r.key),
+              value=_unjson(r.value), revision=_int(r.revision))
+        for r in pdf.itertuples()
+    ]  # fmt: skip
+    problem = None
+    try:
+        validator = HistoryValidator(f"process {events[0].process}")
+        for ev, line in zip(events, pdf["line"], strict=True):
+            validator.feed(ev, int(line))
+    except HistoryError as exc:
+        problem = str(exc)
+    rows = [] if problem else [_op_row(op, is_client) for op in pair(events)]
+    if problem:
+        rows.append((str(events[0].process), is_client, *([None] * 10), problem))
+    return pd.DataFrame(rows, columns=[c.split()[0] for c in OP_SCHEMA.split(", ")])
+
+
+def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
+    return (str(op.process), is_client, op.f, op.type, op.invoke_index, op.invoke_time,
+            op.complete_index, op.complete_time, op.key, _json(op.value),
+            _json(op.result), op.revision, None)  # fmt: skip
+
+
+def check_key(pdf: Any, model: str, time_limit_s: float) -> Any:
+    """One key's client operations (pandas) -> its linearizability and revision verdicts."""
+    import pandas as pd
+
+    from checkers import linearizability as lin
+    from checkers.revisions import check_order, revision_of
+
+    ops = [
+        Operation(process=int(r.process), f=r.f, type=r.type, invoke_index=int(r.invoke_index),
+                  invoke_time=int(r.invoke_time), complete_index=_int(r.complete_index),
+                  complete_time=_int(r.complete_time), key=_str(r.key), value=_unjson(r.value),
+                  result=_unjson(r.result), revision=_int(r.revision))
+        for r in pdf.sort_values("invoke_index").itertuples()
+    ]  # fmt: skip
+    key = ops[0].key
+    try:
+        # One worker: the executor is the unit of parallelism here, not a process pool.
+        result = lin.check(lin.ops_from_history(ops, model), model, time_limit_s=time_limit_s,
+                           workers=1)  # fmt: skip
+        valid, reason = result.valid, None
+        if result.valid == "unknown":
+            reason = next((p.reason for p in result.partition_results if p.reason), None)
+        stuck = [u.op.id for u in result.failure.unplaceable] if result.failure else []
+    except lin.HistoryError as exc:
+        valid, reason, stuck = "unknown", f"cannot check: {exc}", []
+    revs = [(op, rev) for op in ops if (rev := revision_of(op)) is not None]
+    anomalies = [a.message for a in check_order(revs)]
+    merged = merge_validity([valid, not anomalies])
+    text = "true" if merged is True else "false" if merged is False else "unknown"
+    return pd.DataFrame([(key, len(ops), text, reason, stuck, anomalies)],
+                        columns=[c.split()[0] for c in KEY_SCHEMA.split(", ")])  # fmt: skip
+
+
+def precheck(
+    spark: Any, history: Path | str, *, model: str = "kv", key_time_limit_s: float = 60.0,
+    out: Path | None = None,
+) -> PrecheckResult:  # fmt: skip
+    """Pre-checks one history with Spark; see the module doc."""
+    from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
+
+    from checkers import linearizability as lin
+
+    if model not in lin.MODELS or not lin.MODELS[model].partitioned:
+        keyed = sorted(n for n, m in lin.MODELS.items() if m.partitioned)
+        raise ValueError(
+            f"model {model!r} is not partitioned by key; use one of {', '.join(keyed)}"
+        )
+    started = time.monotonic()
+    text = spark.sparkContext.textFile(str(history)).zipWithIndex()
+    events = spark.createDataFrame(text.mapPartitions(parse_lines), EVENT_SCHEMA).cache()
+    try:
+        bad = events.where(F.col("error").isNotNull()).orderBy("line").limit(10).collect()
+        good = events.where(F.col("error").isNull()).drop("error")
+        ops = good.groupBy("process").applyInPandas(pair_process, OP_SCHEMA).cache()
+        problems = [r.problem for r in ops.where(F.col("problem").isNotNull()).limit(10).collect()]
+        clients = ops.where(F.col("is_client") & F.col("problem").isNull())
+        keys = clients.groupBy("key").applyInPandas(
+            lambda pdf: check_key(pdf, model, key_time_limit_s), KEY_SCHEMA
+        ).cache()  # fmt: skip
+        if out is not None:
+            keys.write.mode("overwrite").parquet(str(out))
+        result = _merge(keys, clients, bad, problems)
+        result.events = events.count()
+        ops.unpersist()
+        keys.unpersist()
+    finally:
+        events.unpersist()
+    result.elapsed_s = time.monotonic() - started
+    return result
+
+
+def _merge(keys: Any, clients: Any, bad: list[Any], problems: list[str]) -> PrecheckResult:
+    """The history's verdict from the per-key ones and the global revision rule."""
+    from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
+
+    verdicts = {r.valid: r.n for r in keys.groupBy("valid").agg(F.count("*").alias("n")).collect()}
+    failed = [r.asDict() for r in keys.where(F.col("valid") == "false").limit(10).collect()]
+    unknown = [str(r.key) for r in keys.where(F.col("valid") == "unknown").limit(10).collect()]
+    # Writes sharing one revision, across all keys (ops whose completion carried
+    # a `revision` field; a revision only in the result is checked per key).
+    writes = clients.where((F.col("type") == "ok") & F.col("f").isin("put", "invoke"))
+    dup = (writes.where(F.col("revision").isNotNull()).groupBy("revision")
+           .agg(F.countDistinct("invoke_index").alias("n")).where(F.col("n") > 1)
+           .orderBy("revision").limit(10).collect())  # fmt: skip
+    findings: list[Validity] = [
+        not (verdicts.get("false") or dup or bad or problems),
+        "unknown" if verdicts.get("unknown") else True,
+    ]
+    return PrecheckResult(
+        valid=merge_validity(findings), ops=int(sum(verdicts.values()) and clients.count()),
+        keys=int(sum(verdicts.values())), bad_lines=[f"line {b.line}: {b.error}" for b in bad],
+        process_problems=problems, failed_keys=failed, unknown_keys=unknown,
+        duplicate_revisions=[int(r.revision) for r in dup],
+    )  # fmt: skip
