@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 # Modules exposing add_parser(subparsers), in the order `--help` lists them.
-COMMANDS = ("checkers.cli", "harness.nightly")
+COMMANDS = ("checkers.cli", "harness.nightly", "pipeline.cli")
 
 EXIT_ERROR = 2
 
