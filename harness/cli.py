@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
@@ -68,6 +69,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug, not bad input: still one line unless asked
+        if os.environ.get("FAULTLINE_DEBUG"):
+            raise
+        print(
+            f"faultline {args.command}: internal error: {type(exc).__name__}: {exc} "
+            "(FAULTLINE_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return EXIT_ERROR
 
 
 if __name__ == "__main__":

@@ -185,3 +185,20 @@ def test_full_run_is_valid_and_a_stale_read_is_not(
     results = json.loads((run / "results.json").read_text())
     assert results["checkers"]["linearizable"]["valid"] is False
     assert results["checkers"]["raft"]["valid"] is True
+
+
+def test_internal_error_is_one_line_unless_debugging(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug outside the checkers is one stderr line; FAULTLINE_DEBUG=1 re-raises it."""
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr("checkers.cli.check", broken)
+    run = _run_dir(tmp_path)
+    assert main(["check", str(run)]) == 2
+    assert "internal error: RuntimeError: boom" in _one_line_error(capsys)
+    monkeypatch.setenv("FAULTLINE_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        main(["check", str(run)])
