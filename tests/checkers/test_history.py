@@ -108,15 +108,16 @@ def test_pair_matches_invokes_with_completions_and_leaves_open_ones_info() -> No
 
 
 def test_large_history_loads_fast(tmp_path: Path) -> None:
-    """100k events load and validate in well under two seconds."""
+    """100k events load, validate and pair in well under two seconds of CPU."""
     h = HistoryBuilder()
     for i in range(50_000):
         h.op(i % 10, "write", key=f"k{i % 7}", value=i)
     path = tmp_path / "history.jsonl"
     path.write_bytes(h.lines())
-    started = time.perf_counter()
+    # CPU time, not wall: the suite shares its machine with other jobs.
+    started = time.process_time()
     events = load_history(path)
     ops = pair(events)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert len(ops) == 50_000
     assert elapsed < 2.0, f"took {elapsed:.2f}s"
