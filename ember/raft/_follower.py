@@ -126,7 +126,13 @@ def handle_snapshot(n: RawNode, m: InstallSnapshot) -> None:
     n._set_leader(m.src)
     meta = m.snapshot.meta
     index = n.log.committed
-    if meta.index > n.log.committed:
+    if meta.index == 0 and n.log.last_index == 0 and not n._base_conf.peers:
+        # The leader's bootstrap configuration: we start from it (once).
+        n.log.restore(m.snapshot)
+        n._base_conf, n._base_token = meta.conf, meta.conf_token
+        refresh_conf(n)
+        n._emit("snapshot-installed", index=0, snap_term=0)
+    elif meta.index > n.log.committed:
         old_commit = n.log.committed
         if n.log.match_term(meta.index, meta.term):
             # We hold the snapshot's last entry: just commit up to it.

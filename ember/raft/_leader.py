@@ -25,6 +25,8 @@ from .messages import (
     InstallSnapshot,
     InstallSnapshotResp,
     NodeId,
+    Snapshot,
+    SnapshotMeta,
     TimeoutNow,
 )
 from .progress import Progress
@@ -66,6 +68,14 @@ def has_active_quorum(n: RawNode) -> bool:
     return quorum.joint_vote(n._vote_conf(), active) == "won"
 
 
+def new_progress(n: RawNode, peer: NodeId) -> Progress:
+    """Progress for a peer we start replicating to, probing from our last index."""
+    pr = Progress(n.log.last_index + 1, n.cfg.max_inflight_appends)
+    # Members of the bootstrap configuration were started with it.
+    pr.base_known = n.log.offset > 0 or peer in quorum.members(n._base_conf)
+    return pr
+
+
 def sync_progress(n: RawNode, drop: bool) -> None:
     """Track every member of the configuration; with `drop`, forget others
     (except new peers a change is still catching up)."""
@@ -74,7 +84,7 @@ def sync_progress(n: RawNode, drop: bool) -> None:
         wanted |= set(n._ctx.waiting)
     for p in sorted(wanted):
         if p not in n._prs:
-            n._prs[p] = Progress(n.log.last_index + 1, n.cfg.max_inflight_appends)
+            n._prs[p] = new_progress(n, p)
     if drop:
         for p in list(n._prs):
             if p not in wanted:
@@ -99,6 +109,10 @@ def send_append(n: RawNode, to: NodeId, allow_empty: bool = False) -> bool:
     if pr.is_paused():
         return False
     prev = pr.next - 1
+    if prev == 0 and n.log.offset == 0 and not pr.base_known:
+        # A peer fed from index 1 would never learn the bootstrap configuration
+        # (it is in no entry): send it first, as the snapshot at index 0.
+        return send_snapshot(n, to, pr)
     prev_term = n.log.term(prev)
     if prev_term is None:
         return send_snapshot(n, to, pr)
@@ -123,8 +137,11 @@ def send_append(n: RawNode, to: NodeId, allow_empty: bool = False) -> bool:
 
 def send_snapshot(n: RawNode, to: NodeId, pr: Progress) -> bool:
     snap = n.log.snapshot
-    if snap is None:  # cannot happen: a compacted prefix implies a snapshot
-        return False
+    if snap is None:
+        # Nothing is compacted: the "snapshot" is the bootstrap configuration
+        # at index 0, which lives in no log entry (see send_append).
+        meta = SnapshotMeta(index=0, term=0, conf=n._base_conf, conf_token=n._base_token)
+        snap = Snapshot(meta=meta)
     pr.become_snapshot(snap.meta.index)
     n._msgs.append(InstallSnapshot(group=n.group, src=n.id, dst=to, term=n.term, snapshot=snap))
     n._emit("snapshot-sent", peer=to, index=snap.meta.index, snap_term=snap.meta.term)
@@ -220,6 +237,7 @@ def handle_snapshot_resp(n: RawNode, m: InstallSnapshotResp) -> None:
         if n._ctx is not None and m.src in n._ctx.waiting:
             mem.fail_change(n, "ECATCHUP", f"{m.src} failed to install the snapshot")
         return
+    pr.base_known = True
     pr.maybe_update(m.index)
     if pr.state == "snapshot":
         pr.become_probe()

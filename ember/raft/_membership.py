@@ -18,7 +18,6 @@ from . import confchange
 from .changepeers import ChangeContext, Event, Stage
 from .facade import ChangeResult, ChangeTicket
 from .messages import ConfState, Entry, NodeId
-from .progress import Progress
 
 if TYPE_CHECKING:
     from .node import RawNode
@@ -40,7 +39,7 @@ def start_change(n: RawNode, ticket: ChangeTicket, target: ConfState) -> None:
     ctx.start_waits(new)
     for p in new:
         if p not in n._prs:
-            n._prs[p] = Progress(n.log.last_index + 1, n.cfg.max_inflight_appends)
+            n._prs[p] = lead.new_progress(n, p)
         pr = n._prs[p]
         n._emit(
             "catchup-start",

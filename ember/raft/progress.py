@@ -33,6 +33,9 @@ class Progress:
         self.inflight: deque[int] = deque()  # last index of each unacked append
         self.recent_active = False
         self.acked = False  # answered at least one append or snapshot successfully
+        # Whether it holds the configuration from before the first entry (a
+        # snapshot, or the bootstrap configuration sent as one at index 0).
+        self.base_known = False
         self.stall_ticks = 0
 
     def __repr__(self) -> str:
@@ -83,6 +86,8 @@ class Progress:
         """The follower matched up to `index`; whether that was news."""
         self.acked = True
         updated = index > self.match
+        if index > 0:
+            self.base_known = True  # it holds entries, so it got a base from a leader
         if updated:
             # Only progress proves the pipe works: a heartbeat's answer alone
             # must not hide appends lost in flight.

@@ -292,3 +292,25 @@ def test_compaction_past_a_config_entry_keeps_that_configuration():
     conf, _, token = conf_at(leader, leader.log.last_index)
     assert conf.peers == ("n1", "n2", "n3", "n4")
     assert token == 3
+
+
+def test_a_late_joiner_learns_the_bootstrap_configuration_first():
+    """A node fed from index 1 first gets the bootstrap configuration as the index-0 snapshot."""
+    net = Net(["n1", "n2", "n3"])
+    net.add("n4")
+    net.elect("n1")
+    leader = net.nodes["n1"]
+    leader.change_peers(["n1", "n2", "n3", "n4"], learners=[], token=1)
+    net.deliver()
+    n4_applied = net.kinds("n4", "config-applied")
+    assert n4_applied[0]["index"] == 0
+    assert n4_applied[0]["peers"] == ["n1", "n2", "n3"]
+    assert net.disks["n4"].snapshot is not None
+    assert net.disks["n4"].snapshot.meta.index == 0
+    # Original members were bootstrapped with it: they are not sent it again.
+    assert [e["peer"] for e in net.kinds("n1", "snapshot-sent")] == ["n4"]
+    # Its own compaction then records the right configuration.
+    net.tick(times=3)
+    n4 = net.nodes["n4"]
+    snap = n4.compact(n4.log.applied, b"s")
+    assert snap.meta.conf.peers == ("n1", "n2", "n3", "n4")
