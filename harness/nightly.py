@@ -29,6 +29,7 @@ import time
 import tomllib
 import xml.etree.ElementTree as ET
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -256,17 +257,24 @@ def _read_verdict(outcome: Outcome) -> None:
     except (OSError, msgspec.DecodeError) as exc:
         outcome.reasons.append(f"exited {code}; results.json unreadable: {exc}")
         return
-    valid = results.get("valid") if isinstance(results, dict) else None
+    if not isinstance(results, dict):
+        outcome.reasons.append(f"exited {code}; results.json is not a JSON object")
+        return
+    valid = results.get("valid")
     statuses: dict[Any, str] = {True: PASSED, False: FAILED, UNKNOWN: UNKNOWN}
     outcome.status = statuses.get(valid, ERROR) if isinstance(valid, bool | str) else ERROR
-    checkers = results.get("checkers") or {}
-    for name, res in sorted(checkers.items()):
+    checkers = results.get("checkers")
+    for name, res in sorted(checkers.items()) if isinstance(checkers, dict) else ():
+        if not isinstance(res, dict):
+            continue
         for anomaly in res.get("anomalies") or []:
-            kind = f"{name}:{anomaly.get('kind', '?')}"
+            kind = f"{name}:{anomaly.get('kind', '?') if isinstance(anomaly, dict) else '?'}"
             outcome.anomalies[kind] = outcome.anomalies.get(kind, 0) + 1
         if res.get("valid") is False:
             outcome.reasons.append(f"{name}: invalid")
-    outcome.reasons.extend(str(r) for r in results.get("reasons") or [])
+    reasons = results.get("reasons")
+    if isinstance(reasons, list):
+        outcome.reasons.extend(str(r) for r in reasons if r)
     expected = {PASSED: 0, FAILED: 1, UNKNOWN: 2}.get(outcome.status)
     if expected is not None and code != expected:
         # The verdict stands (it is what the checkers proved), but say the run misbehaved.
@@ -278,13 +286,15 @@ def _read_verdict(outcome: Outcome) -> None:
 # --- the night --------------------------------------------------------------
 
 
-def run_night(matrix: Matrix, progress: Any = None) -> list[Outcome]:
+def run_night(
+    matrix: Matrix, progress: Any = None, clock: Callable[[], float] = time.monotonic
+) -> list[Outcome]:
     """Runs every cell within the budget; `progress(i, n, outcome)` after each."""
     cells = matrix.cells()
-    deadline = time.monotonic() + matrix.budget_s
+    deadline = clock() + matrix.budget_s
     outcomes: list[Outcome] = []
     for i, cell in enumerate(cells):
-        left = deadline - time.monotonic()
+        left = deadline - clock()
         if left <= 0:
             outcome = Outcome(cell, SKIPPED, reasons=["night's time budget used up"])
         else:
