@@ -69,6 +69,7 @@ def on_commit_advanced(n: RawNode, old_commit: int) -> None:
 
 
 def handle_append(n: RawNode, m: AppendEntries) -> None:
+    """Follower: accept (or reject) entries after (prev_index, prev_term)."""
     n._election_elapsed = 0
     n._set_leader(m.src)
     committed = n.log.committed
@@ -105,6 +106,7 @@ def reject_hint(n: RawNode, m: AppendEntries) -> int:
 
 
 def append_resp(n: RawNode, to: str, ok: bool, index: int, hint: int = 0) -> None:
+    """Queue an AppendEntriesResp to `to`."""
     # On success match_index is what we hold; on rejection it echoes the
     # rejected prev_index so the leader can tell a stale answer.
     n._msgs.append(
@@ -122,6 +124,7 @@ def append_resp(n: RawNode, to: str, ok: bool, index: int, hint: int = 0) -> Non
 
 
 def handle_snapshot(n: RawNode, m: InstallSnapshot) -> None:
+    """Follower: install a snapshot we lack, or just commit up to it."""
     n._election_elapsed = 0
     n._set_leader(m.src)
     meta = m.snapshot.meta

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 
 
 def tick_leader(n: RawNode) -> None:
+    """One leader tick: stall detection, quorum check, catch-up waits, heartbeats."""
     n._heartbeat_elapsed += 1
     n._election_elapsed += 1
     for pr in n._prs.values():
@@ -61,6 +62,7 @@ def tick_leader(n: RawNode) -> None:
 
 
 def has_active_quorum(n: RawNode) -> bool:
+    """Whether a (joint) quorum answered since the last check; resets the marks."""
     active = {p: True for p, pr in n._prs.items() if pr.recent_active}
     active[n.id] = True
     for pr in n._prs.values():
@@ -136,6 +138,7 @@ def send_append(n: RawNode, to: NodeId, allow_empty: bool = False) -> bool:
 
 
 def send_snapshot(n: RawNode, to: NodeId, pr: Progress) -> bool:
+    """Send our snapshot to `to` and wait for it (snapshot state)."""
     snap = n.log.snapshot
     if snap is None:
         # Nothing is compacted: the "snapshot" is the bootstrap configuration
@@ -149,6 +152,7 @@ def send_snapshot(n: RawNode, to: NodeId, pr: Progress) -> bool:
 
 
 def send_heartbeat(n: RawNode, to: NodeId) -> None:
+    """An empty append anchored at `to`'s match: always accepted."""
     pr = n._prs[to]
     prev = pr.match if pr.state != "snapshot" else 0
     prev_term = n.log.term(prev)
@@ -175,6 +179,7 @@ def bcast_append(n: RawNode) -> None:
 
 
 def send_timeout_now(n: RawNode, to: NodeId) -> None:
+    """Tell `to` to campaign at once (leader transfer, removed leader)."""
     n._msgs.append(TimeoutNow(group=n.group, src=n.id, dst=to, term=n.term))
     n._emit("timeout-now-sent", peer=to)
 
@@ -199,6 +204,7 @@ def maybe_commit(n: RawNode) -> bool:
 
 
 def handle_append_resp(n: RawNode, m: AppendEntriesResp) -> None:
+    """Leader: advance or back off `m.src`'s progress, commit, send more."""
     pr = n._prs.get(m.src)
     if pr is None:
         return
@@ -228,6 +234,7 @@ def handle_append_resp(n: RawNode, m: AppendEntriesResp) -> None:
 
 
 def handle_snapshot_resp(n: RawNode, m: InstallSnapshotResp) -> None:
+    """Leader: a snapshot was installed (or failed) on `m.src`."""
     pr = n._prs.get(m.src)
     if pr is None:
         return

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 
 def start_change(n: RawNode, ticket: ChangeTicket, target: ConfState) -> None:
+    """Enter CATCHING_UP: replicate to the new voters and arm their waits."""
     ctx = ChangeContext(
         ticket,
         ticket.token,
@@ -55,6 +56,7 @@ def start_change(n: RawNode, ticket: ChangeTicket, target: ConfState) -> None:
 
 
 def check_catchup(n: RawNode, peer: NodeId) -> None:
+    """Whether `peer` is now within the margin; if so stop waiting for it."""
     ctx = n._ctx
     if ctx is None or ctx.stage is not Stage.CATCHING_UP or peer not in ctx.waiting:
         return
@@ -83,6 +85,7 @@ def maybe_finish_catchup(n: RawNode) -> None:
 
 
 def append_config(n: RawNode, ctx: ChangeContext, conf: ConfState) -> None:
+    """Append the configuration entry this stage waits on."""
     ctx.entry_index = n.log.last_index + 1
     entry = Entry(term=n.term, index=ctx.entry_index, kind="config", conf=conf, token=ctx.token)
     lead.append(n, [entry])
@@ -175,12 +178,14 @@ def abort_change(n: RawNode, why: str) -> None:
 def finish_ticket(
     n: RawNode, ticket: ChangeTicket, ok: bool, status: str | None, reason: str
 ) -> None:
+    """Record the ticket's result and hand it to the driver."""
     result = ChangeResult(ticket=ticket.id, ok=ok, status=status, reason=reason, token=ticket.token)
     ticket.result = result
     n._results.append(result)
 
 
 def emit_stage(n: RawNode) -> None:
+    """Emit change-stage for the context's current stage."""
     ctx = n._ctx
     if ctx is None or ctx.stage is Stage.NONE:
         n._emit("change-stage", stage="none", token=n.conf_token, **_fields(n.conf))

@@ -36,6 +36,8 @@ from .messages import ConfState, NodeId
 
 
 class Stage(enum.Enum):
+    """Where the leader's change is (the values are the events' `stage`)."""
+
     NONE = "none"
     CATCHING_UP = "catching-up"
     JOINT = "joint"
@@ -43,6 +45,8 @@ class Stage(enum.Enum):
 
 
 class Event(enum.Enum):
+    """What happened to the change; TRANSITIONS maps (stage, event) to a stage."""
+
     START = "start"
     CAUGHT_UP = "caught-up"
     CATCHUP_FAILED = "catchup-failed"

@@ -29,6 +29,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from . import _election as elec
 from . import _follower as fol
 from . import _leader as lead
 from . import _membership as mem
@@ -53,7 +54,6 @@ from .messages import (
     GroupId,
     HardState,
     InstallSnapshot,
-    InstallSnapshotResp,
     Message,
     NodeId,
     RequestVote,
@@ -128,7 +128,7 @@ class RawNode:
         if self.role == "leader":
             lead.tick_leader(self)
         else:
-            self._tick_election()
+            elec.tick_election(self)
 
     def step(self, msg: Message) -> None:
         """Handle one message; messages for other groups or nodes are ignored."""
@@ -141,7 +141,7 @@ class RawNode:
             is_leader_msg = isinstance(msg, AppendEntries | InstallSnapshot | TimeoutNow)
             self._become_follower(msg.term, msg.src if is_leader_msg else None, "higher-term")
         elif msg.term < self.term:
-            self._reply_stale(msg)
+            elec.reply_stale(self, msg)
             return
         self._dispatch(msg)
 
@@ -350,62 +350,6 @@ class RawNode:
         if self.role != "leader":
             raise NotLeader(f"{self.id} is not the leader of {self.group}", self.leader)
 
-    # ------------------------------------------------------------------ elections
-
-    def _tick_election(self) -> None:
-        self._election_elapsed += 1
-        if self._election_elapsed >= self._timeout:
-            self._election_elapsed = 0
-            self._timeout = self._random_timeout()
-            if self._is_promotable():
-                self._campaign(force=False)
-
-    def _campaign(self, force: bool) -> None:
-        self._become_candidate()
-        if quorum.joint_vote(self._vote_conf(), self._votes) == "won":
-            self._become_leader()
-            return
-        for v in sorted(quorum.voters(self.conf) - {self.id}):
-            self._msgs.append(
-                RequestVote(
-                    group=self.group,
-                    src=self.id,
-                    dst=v,
-                    term=self.term,
-                    last_index=self.log.last_index,
-                    last_term=self.log.last_term,
-                    force=force,
-                )
-            )
-
-    def _handle_vote(self, m: RequestVote) -> None:
-        can_vote = self.vote == m.src or (self.vote is None and self.leader is None)
-        granted = can_vote and self.log.is_up_to_date(m.last_index, m.last_term)
-        if granted:
-            self.vote = m.src
-            self._election_elapsed = 0
-            self._emit("vote-granted", candidate=m.src)
-        self._msgs.append(
-            RequestVoteResp(
-                group=self.group, src=self.id, dst=m.src, term=self.term, granted=granted
-            )
-        )
-
-    def _handle_vote_resp(self, m: RequestVoteResp) -> None:
-        if self.role != "candidate":
-            return
-        self._votes[m.src] = m.granted
-        result = quorum.joint_vote(self._vote_conf(), self._votes)
-        if result == "won":
-            self._become_leader()
-        elif result == "lost":
-            self._become_follower(self.term, None, "lost-election")
-
-    def _handle_timeout_now(self, m: TimeoutNow) -> None:
-        self._emit("timeout-now-received", **{"from": m.src})
-        if self._is_promotable():
-            self._campaign(force=True)
-
     # ------------------------------------------------------------------ quorum views
 
     def _vote_conf(self) -> ConfState:
@@ -434,43 +378,16 @@ class RawNode:
             if self.role == "follower":
                 fol.handle_snapshot(self, msg)
         elif isinstance(msg, RequestVote):
-            self._handle_vote(msg)
+            elec.handle_vote(self, msg)
         elif isinstance(msg, RequestVoteResp):
-            self._handle_vote_resp(msg)
+            elec.handle_vote_resp(self, msg)
         elif isinstance(msg, TimeoutNow):
-            self._handle_timeout_now(msg)
+            elec.handle_timeout_now(self, msg)
         elif self.role == "leader":
             if isinstance(msg, AppendEntriesResp):
                 lead.handle_append_resp(self, msg)
             else:
                 lead.handle_snapshot_resp(self, msg)
-
-    def _reply_stale(self, msg: Message) -> None:
-        """A lower-term sender learns our term from the answer and steps down."""
-        if isinstance(msg, AppendEntries):
-            self._msgs.append(
-                AppendEntriesResp(
-                    group=self.group, src=self.id, dst=msg.src, term=self.term, success=False
-                )
-            )
-        elif isinstance(msg, InstallSnapshot):
-            self._msgs.append(
-                InstallSnapshotResp(
-                    group=self.group,
-                    src=self.id,
-                    dst=msg.src,
-                    term=self.term,
-                    index=0,
-                    success=False,
-                )
-            )
-        elif isinstance(msg, RequestVote):
-            self._emit("vote-ignored", candidate=msg.src, reason="stale-term")
-            self._msgs.append(
-                RequestVoteResp(
-                    group=self.group, src=self.id, dst=msg.src, term=self.term, granted=False
-                )
-            )
 
     # ------------------------------------------------------------------ events
 
