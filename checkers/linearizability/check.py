@@ -51,10 +51,14 @@ class _FrozenDict(dict[Any, Any]):
 
 
 def freeze(value: Any) -> Any:
-    """`value` with lists turned into tuples and dicts made hashable."""
-    if isinstance(value, list | tuple):
+    """`value` with lists turned into tuples and dicts made hashable (the
+    same object when nothing needed changing)."""
+    if isinstance(value, tuple):
+        items = tuple(freeze(v) for v in value)
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, list):
         return tuple(freeze(v) for v in value)
-    if isinstance(value, dict):
+    if isinstance(value, dict) and not isinstance(value, _FrozenDict):
         return _FrozenDict((k, freeze(v)) for k, v in value.items())
     return value
 
@@ -75,10 +79,11 @@ def prepare(ops: Iterable[LinOp], model: Model) -> list[LinOp]:
         if op.ret is not None and op.ret < op.call:
             raise HistoryError(f"operation {op.id} returns ({op.ret}) before its call ({op.call})")
         frozen = op
-        if isinstance(op.input, list | tuple | dict) or isinstance(op.output, list | tuple | dict):
+        new_input, new_output = freeze(op.input), freeze(op.output)
+        if new_input is not op.input or new_output is not op.output:
             frozen = LinOp(
                 id=op.id, process=op.process, call=op.call, ret=op.ret, f=op.f, key=op.key,
-                input=freeze(op.input), output=freeze(op.output), known=op.known,
+                input=new_input, output=new_output, known=op.known,
             )  # fmt: skip
         problem = model.check_shape(frozen)
         if problem is not None:

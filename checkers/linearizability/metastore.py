@@ -21,7 +21,7 @@ import operator
 from collections.abc import Callable
 from typing import Any
 
-from checkers.linearizability.models import ILLEGAL, State, _Illegal
+from checkers.linearizability.models import ILLEGAL, IsOpen, State, _Illegal
 from checkers.linearizability.types import LinOp
 
 Entry = tuple[Any, int, int, int]  # value, create_revision, mod_revision, version
@@ -142,13 +142,21 @@ class MetastoreModel:
         """Whether anything could write before `op` returns."""
         return bool(writers)
 
-    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
+    def viable(self, state: Any, op: LinOp, summary: Any, is_open: IsOpen) -> bool:
         """Revisions only grow: a get that saw revision r is dead once the
         store is past r; with no writers ahead the state must fit now."""
         if not summary:
             return self.step(state, op) is not ILLEGAL
         seen = _out(op, "revision")
         return seen is None or state[0] <= seen
+
+    def erases(self, op: LinOp) -> bool:
+        """Never: every write depends on the revision before it."""
+        return False
+
+    def always_legal(self, op: LinOp) -> bool:
+        """Writes whose output is not checked; we keep it simple: none."""
+        return False
 
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; invoke takes {if, then, else} of the right shapes."""

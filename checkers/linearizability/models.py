@@ -12,13 +12,19 @@ A model is a pure, deterministic state machine over hashable states:
   compare-and-set known to have failed). The search linearizes a pure
   operation as soon as it is legal, which never loses a linearization, and
   drops pure operations of unknown outcome, which constrain nothing.
+- `erases(op)`: `op` is always legal and leaves a state that does not
+  depend on the state before (a blind write). `always_legal(op)`: `op` is
+  legal in every state. An always-legal op placed just before an erasing
+  one has no visible effect, so the search may "hide" it there after the
+  fact instead of trying every subset of such ops up front.
 - `check_shape(op)` names what is wrong with an operation the model cannot
   interpret, or returns None; the check reports it instead of crashing.
 - `summarize(op, writers)` and `viable(state, op, summary)`: look-ahead
   pruning. For a pure known op, `writers` are the non-pure ops that could
   take effect between its call and its return; `summarize` boils them down
   once, and `viable` answers, cheaply and conservatively, whether the op
-  could still become legal from `state` before it returns. False must mean
+  could still become legal from `state` before it returns, using only the
+  writers `is_open` says are still unplaced. False must mean
   "certainly not"; the search then abandons the configuration at once
   instead of discovering the dead end many moves later.
 - `describe(state)` renders a state as JSON-able data for reports.
@@ -30,6 +36,7 @@ Op shapes are documented in docs/models.md.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final, Protocol
 
 from checkers.linearizability.types import LinOp
@@ -37,6 +44,7 @@ from checkers.linearizability.types import LinOp
 # A model's state: any hashable value (each model has its own shape, so the
 # type says no more than Any would; Hashable would only force casts).
 State = Any
+IsOpen = Callable[[LinOp], bool]
 
 
 class _Illegal:
@@ -69,6 +77,14 @@ class Model(Protocol):
         """Whether `op` can never change the state."""
         ...
 
+    def erases(self, op: LinOp) -> bool:
+        """Whether `op` is an always-legal blind write."""
+        ...
+
+    def always_legal(self, op: LinOp) -> bool:
+        """Whether `op` is legal in every state."""
+        ...
+
     def check_shape(self, op: LinOp) -> str | None:
         """What is wrong with `op` for this model, or None."""
         ...
@@ -77,8 +93,9 @@ class Model(Protocol):
         """What `viable` needs to know about the ops that may precede `op`."""
         ...
 
-    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
-        """False only if `op` can certainly not become legal from `state`."""
+    def viable(self, state: Any, op: LinOp, summary: Any, is_open: IsOpen) -> bool:
+        """False only if `op` can certainly not become legal from `state`,
+        given which writers are still open (`is_open`: not yet placed)."""
         ...
 
     def describe(self, state: Any) -> Any:
@@ -107,6 +124,31 @@ def _extends(value: Any, base: Any) -> bool:
     if isinstance(value, str) and isinstance(base, str):
         return value.startswith(base)
     return True
+
+
+def _tiles(value: Any, base: Any, pieces: list[Any]) -> bool:
+    """Whether appending some of `pieces` to `base` could give `value`
+    (strings: a reachability scan over positions; other types: True)."""
+    if value is None:
+        return False
+    if base is None:
+        base = "" if isinstance(value, str) else base
+    if not (isinstance(value, str) and isinstance(base, str)):
+        return True
+    if not value.startswith(base):
+        return False
+    frontier, seen, end = [len(base)], {len(base)}, len(value)
+    while frontier:
+        at = frontier.pop()
+        if at == end:
+            return True
+        for piece in pieces:
+            if isinstance(piece, str) and piece and value.startswith(piece, at):
+                nxt = at + len(piece)
+                if nxt not in seen:
+                    seen.add(nxt)
+                    frontier.append(nxt)
+    return False
 
 
 def _cas_succeeded(op: LinOp) -> bool:
@@ -152,6 +194,14 @@ class RegisterModel:
         """Reads, and cas known to have compared unequal."""
         return op.f == "read" or (op.f == "cas" and op.known and not _cas_succeeded(op))
 
+    def erases(self, op: LinOp) -> bool:
+        """Writes."""
+        return op.f == "write"
+
+    def always_legal(self, op: LinOp) -> bool:
+        """Writes."""
+        return op.f == "write"
+
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; cas takes [expected, new]."""
         if op.f not in self._fs:
@@ -161,15 +211,17 @@ class RegisterModel:
         return None
 
     def summarize(self, op: LinOp, writers: list[LinOp]) -> Any:
-        """The values the writers could leave in the register."""
-        return frozenset(_written(w) for w in writers)
-
-    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
-        """A read needs its value now or from a writer; a failed cas needs
-        some other value than its expected one."""
+        """The writers that could leave a value `op` accepts."""
         if op.f == "read":
-            return state == op.output or op.output in summary
-        return state != op.input[0] or bool(summary - {op.input[0]})
+            return [w for w in writers if _written(w) == op.output]
+        return [w for w in writers if _written(w) != op.input[0]]
+
+    def viable(self, state: Any, op: LinOp, summary: Any, is_open: IsOpen) -> bool:
+        """A read needs its value now or from an open writer; a failed cas
+        needs a value other than its expected one."""
+        if (state == op.output) if op.f == "read" else (state != op.input[0]):
+            return True
+        return any(is_open(w) for w in summary)
 
     def describe(self, state: Any) -> Any:
         """The register's value."""
@@ -214,6 +266,14 @@ class KvModel:
         """get, and cas known to have compared unequal."""
         return op.f == "get" or (op.f == "cas" and op.known and not _cas_succeeded(op))
 
+    def erases(self, op: LinOp) -> bool:
+        """put and delete."""
+        return op.f in ("put", "delete")
+
+    def always_legal(self, op: LinOp) -> bool:
+        """put, delete and append."""
+        return op.f in ("put", "delete", "append")
+
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; cas takes [expected, new]; append takes str or list."""
         if op.f not in self._FS:
@@ -225,23 +285,41 @@ class KvModel:
         return None
 
     def summarize(self, op: LinOp, writers: list[LinOp]) -> Any:
-        """The values writers could set outright, and whether any appends."""
-        resets = frozenset(
-            None if w.f == "delete" else _written(w) for w in writers if w.f != "append"
-        )
-        return resets, any(w.f == "append" for w in writers)
+        """The appends that may come first, and the writers that could set a
+        value the get's result equals or (by appends) extends."""
+        if op.f != "get":
+            return [], []
+        target = op.output
+        appends = []
+        others = []
+        for w in writers:
+            if w.f == "append":
+                appends.append(w)
+            else:
+                others.append(w)
+        resets = []
+        for w in others:
+            f = w.f
+            base = None if f == "delete" else (w.input[1] if f == "cas" else w.input)
+            if base == target or (appends and _extends(target, base)):
+                resets.append(w)
+        return appends, resets
 
-    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
-        """A get needs its value now, from a writer, or as an extension by
-        appends of the current value or of a value a writer may set."""
+    def viable(self, state: Any, op: LinOp, summary: Any, is_open: IsOpen) -> bool:
+        """A get needs its value now, or reachable from the current value or
+        an open writer's by open appends."""
         if op.f != "get" or state == op.output:
             return True
-        resets, has_appends = summary
-        if op.output in resets:
+        appends, resets = summary
+        pieces = [a.input for a in appends if is_open(a)]
+        if pieces and _tiles(op.output, state, pieces):
             return True
-        if not has_appends:
-            return False
-        return _extends(op.output, state) or any(_extends(op.output, r) for r in resets)
+        for r in resets:
+            if is_open(r):
+                base = None if r.f == "delete" else _written(r)
+                if base == op.output or (pieces and _tiles(op.output, base, pieces)):
+                    return True
+        return False
 
     def describe(self, state: Any) -> Any:
         """The key's value."""
@@ -290,6 +368,14 @@ class WholeMapModel:
         """As the inner model."""
         return self.inner.is_pure(op)
 
+    def erases(self, op: LinOp) -> bool:
+        """Never: other keys survive any single-key write."""
+        return False
+
+    def always_legal(self, op: LinOp) -> bool:
+        """As the inner model."""
+        return self.inner.always_legal(op)
+
     def check_shape(self, op: LinOp) -> str | None:
         """As the inner model."""
         return self.inner.check_shape(op)
@@ -298,12 +384,12 @@ class WholeMapModel:
         """The inner model's summary over the writers of the same key."""
         return self.inner.summarize(op, [w for w in writers if w.key == op.key])
 
-    def viable(self, state: Any, op: LinOp, summary: Any) -> bool:
+    def viable(self, state: Any, op: LinOp, summary: Any, is_open: IsOpen) -> bool:
         """The inner model's answer on the op's key."""
         for key, value in state:
             if key == op.key:
-                return self.inner.viable(value, op, summary)
-        return self.inner.viable(self.inner.init(), op, summary)
+                return self.inner.viable(value, op, summary, is_open)
+        return self.inner.viable(self.inner.init(), op, summary, is_open)
 
     def describe(self, state: Any) -> Any:
         """The map as a dict keyed by the keys' text."""

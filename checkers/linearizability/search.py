@@ -50,6 +50,25 @@ from checkers.linearizability.models import ILLEGAL, Model
 from checkers.linearizability.types import LinOp, Unplaceable
 
 _CALL, _RETURN = 0, 1
+_OP, _INST, _HIDE = 0, 1, 2  # move kinds: place an op, fire an unknown op, hide
+
+
+# How far ahead (in events) the next read may return and still be checked.
+_LOOKAHEAD_EVENTS = 200
+# How many of the next reads to check.
+_LOOKAHEAD_READS = 4
+
+
+def _always_open(_op: LinOp) -> bool:
+    """An is_open for writers already filtered to the unplaced ones."""
+    return True
+
+
+def _closed(_op: LinOp) -> bool:
+    """An is_open for "no writer may help": used to rank moves."""
+    return False
+
+
 _EMPTY: frozenset[int] = frozenset()
 _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 _MAX_REPORTED_STATES = 16
@@ -111,14 +130,25 @@ class Timeline:
         self.op_at = [e[2] for e in events]
         n = len(self.ops)
         self.pure = [model.is_pure(op) for op in self.ops]
+        self.erases = [model.erases(op) for op in self.ops]
+        # Known ops that may be placed just before an erasing op at no cost.
+        self.hideable = [op.known and model.always_legal(op) for op in self.ops]
         self.slot = [-1] * n
         self.ret_pos = [0] * n
+        self.call_pos = [0] * n
+        self.index = {op.id: j for j, op in enumerate(self.ops)}
         self.inst = [-1] * n  # instance number of an unknown op, in call order
         self.inst_op: list[int] = []
         self.inst_sig: list[int] = []
         self._assign(events)
         self.summary: list[Any] = [None] * n
         self._summarize(model, events)
+        # For each position, the first pure known op called after it (-1: none).
+        self.next_read = [-1] * (len(events) + 1)
+        for pos in range(len(events) - 1, -1, -1):
+            j = self.op_at[pos]
+            is_read = self.kind[pos] == _CALL and self.pure[j] and self.ops[j].known
+            self.next_read[pos] = j if is_read else self.next_read[pos + 1]
 
     def _assign(self, events: list[tuple[int, int, int]]) -> None:
         free: list[int] = []
@@ -130,7 +160,9 @@ class Timeline:
                 self.ret_pos[j] = pos
                 free.append(self.slot[j])
                 free.sort(reverse=True)
-            elif op.known:
+                continue
+            self.call_pos[j] = pos
+            if op.known:
                 if free:
                     self.slot[j] = free.pop()
                 else:
@@ -190,7 +222,7 @@ class Search:
         self.tl = Timeline(model, ops)
         self.budget = budget
         self.trace = trace
-        self.memo: dict[tuple[int, Any, int], list[frozenset[int]]] = {}
+        self.memo: dict[tuple[int, Any, int, int], list[frozenset[int]]] = {}
         self.out = Outcome()
         # The current configuration.
         self.i = 0
@@ -200,6 +232,14 @@ class Search:
         self.slot_op: list[int] = [-1] * self.tl.width
         self.n_inst = 0
         self.path: list[int] = []
+        # Position at which the last erasing op was placed (-1: none yet),
+        # and whether the last move placed an op that could instead be
+        # hidden behind an erasing op placed next.
+        self.erased_at = -1
+        self.fresh = False
+        # Look-ahead at reads not yet called costs more than it saves until
+        # the search first meets a dead end; from then on it is switched on.
+        self.backtracked = False
         # Choice points on the current branch: see _open_frame.
         self.stack: list[list[Any]] = []
         self._best_i = -1
@@ -251,6 +291,8 @@ class Search:
                 mask &= ~(1 << s)
                 slot_op[s] = -1
             i += 1
+        if i != self.i:
+            self.fresh = False
         self.i, self.mask = i, mask
 
     def _greedy(self, state: Any, mask: int) -> int:
@@ -265,9 +307,18 @@ class Search:
                         self.path.append(op.id)
         return mask
 
+    def _hidden_mask(self) -> int:
+        """Slots of pending ops that could be hidden behind the last erase."""
+        tl, mask, erased_at = self.tl, self.mask, self.erased_at
+        hidden = 0
+        for s, j in enumerate(self.slot_op):
+            if j >= 0 and tl.hideable[j] and tl.call_pos[j] < erased_at and not mask & (1 << s):
+                hidden |= 1 << s
+        return hidden
+
     def _seen(self) -> bool:
         """Record this choice point in the memo; True if it was explored."""
-        key = (self.i, self.state, self.mask)
+        key = (self.i, self.state, self.mask, self._hidden_mask())
         used = self.used
         known = self.memo.get(key)
         if known is None:
@@ -290,30 +341,92 @@ class Search:
                 j >= 0
                 and tl.pure[j]
                 and not mask & (1 << s)
-                and not self.model.viable(state, tl.ops[j], tl.summary[j])
+                and not self.model.viable(state, tl.ops[j], tl.summary[j], self._is_open)
             ):
                 return False
         return True
 
+    def _next_read_viable(self) -> bool:
+        """Whether the next few reads to be called could still be satisfied,
+        given every writer that could be placed before each returns."""
+        tl, i = self.tl, self.i
+        g = tl.next_read[i + 1]
+        if g < 0 or tl.ret_pos[g] - i > _LOOKAHEAD_EVENTS:
+            return True
+        base = [
+            tl.ops[j]
+            for s, j in enumerate(self.slot_op)
+            if j >= 0 and not tl.pure[j] and not self.mask & (1 << s)
+        ]
+        base.extend(tl.ops[tl.inst_op[x]] for x in range(self.n_inst) if x not in self.used)
+        for _ in range(_LOOKAHEAD_READS):
+            writers = list(base)
+            for pos in range(i + 1, tl.ret_pos[g]):
+                j = tl.op_at[pos]
+                if tl.kind[pos] == _CALL and not tl.pure[j]:
+                    writers.append(tl.ops[j])
+            op = tl.ops[g]
+            if not self.model.viable(
+                self.state, op, self.model.summarize(op, writers), _always_open
+            ):
+                return False
+            g = tl.next_read[tl.call_pos[g] + 1]
+            if g < 0 or tl.ret_pos[g] - i > _LOOKAHEAD_EVENTS:
+                return True
+        return True
+
+    def _is_open(self, w: LinOp) -> bool:
+        """Whether writer `w` is still unplaced in the current configuration."""
+        tl = self.tl
+        j = tl.index[w.id]
+        if not w.known:
+            return tl.inst[j] not in self.used
+        if tl.call_pos[j] > self.i:
+            return True
+        if tl.ret_pos[j] < self.i:
+            return False
+        return not self.mask & (1 << tl.slot[j])
+
     def _moves(self) -> list[tuple[int, int]]:
         """Moves at the current choice point, in the order they are tried."""
-        tl = self.tl
+        tl, state = self.tl, self.state
         o = tl.op_at[self.i]
         others = [
             j
             for s, j in enumerate(self.slot_op)
             if j >= 0 and j != o and not tl.pure[j] and not self.mask & (1 << s)
         ]
-        others.append(o)
-        others.sort(key=lambda j: tl.ops[j].call)
-        moves = [(0, j) for j in others]
+        others.sort(key=tl.call_pos.__getitem__)
+        moves = [(_OP, o)]
+        if tl.hideable[o] and tl.call_pos[o] < self.erased_at:
+            moves.append((_HIDE, o))
+        moves.extend((_OP, j) for j in others)
         seen_sigs: set[int] = set()
         for inst in range(self.n_inst):
             sig = tl.inst_sig[inst]
             if inst not in self.used and sig not in seen_sigs:
                 seen_sigs.add(sig)
-                moves.append((1, inst))
+                moves.append((_INST, inst))
+        if tl.pure[o] and self.model.step(state, tl.ops[o]) is ILLEGAL:
+            moves.sort(key=self._goal_rank)
         return moves
+
+    def _goal_rank(self, move: tuple[int, int]) -> int:
+        """For a returning read not legal yet: moves that make it legal
+        first, then moves that keep it reachable without help, then others."""
+        tl = self.tl
+        kind, x = move
+        if kind == _HIDE:
+            return 3
+        op = tl.ops[tl.inst_op[x] if kind == _INST else x]
+        after = self.model.step(self.state, op)
+        if after is ILLEGAL:
+            return 3
+        target = tl.ops[tl.op_at[self.i]]
+        if self.model.step(after, target) is not ILLEGAL:
+            return 0
+        o = tl.op_at[self.i]
+        return 1 if self.model.viable(after, target, tl.summary[o], _closed) else 2
 
     def _open_frame(self) -> None:
         """Push the current choice point with its moves (none if seen)."""
@@ -321,11 +434,15 @@ class Search:
             self.out.events_done = self.i
         if self.trace and self.i >= self._best_i:
             self._note_deepest()
-        dead = self._seen() or not self._viable()
+        dead = (
+            self._seen()
+            or not self._viable()
+            or (self.backtracked and not self._next_read_viable())
+        )
         moves: list[tuple[int, int]] = [] if dead else self._moves()
         self.stack.append(
             [self.i, self.state, self.mask, self.used, tuple(self.slot_op), self.n_inst,
-             len(self.path), moves, 0]
+             len(self.path), moves, 0, self.erased_at, self.fresh]
         )  # fmt: skip
 
     def _next_child(self) -> bool:
@@ -333,26 +450,45 @@ class Search:
         tl, model = self.tl, self.model
         while self.stack:
             frame = self.stack[-1]
-            i, state, mask, used, slots, n_inst, plen, moves, k = frame
+            i, state, mask, used, slots, n_inst, plen, moves, k, erased_at, fresh = frame
             while k < len(moves):
-                is_inst, x = moves[k]
+                kind, x = moves[k]
                 k += 1
-                j = tl.inst_op[x] if is_inst else x
-                after = model.step(state, tl.ops[j])
-                if after is ILLEGAL or (is_inst and after == state):
+                j = tl.inst_op[x] if kind == _INST else x
+                op = tl.ops[j]
+                after = state if kind == _HIDE else model.step(state, op)
+                if after is ILLEGAL or (kind == _INST and after == state):
+                    continue
+                erases = kind != _HIDE and tl.erases[j]
+                if erases and fresh:
+                    # The op placed just before this erasing one could as well
+                    # be hidden behind it later: that branch covers this one.
                     continue
                 frame[8] = k
-                self.slot_op[:] = slots
-                del self.path[plen:]
+                self._restore(i, slots, n_inst, plen)
                 if self.trace:
-                    self.path.append(tl.ops[j].id)
-                self.i, self.state, self.n_inst = i, after, n_inst
-                self.used = used | {x} if is_inst else used
-                new_mask = mask if is_inst else mask | (1 << tl.slot[j])
-                self.mask = self._greedy(after, new_mask) if after != state else new_mask
+                    self.path.append(op.id)
+                self.state = after
+                self.used = used | {x} if kind == _INST else used
+                self.erased_at = i if erases else erased_at
+                new_mask = mask if kind == _INST else mask | (1 << tl.slot[j])
+                greedy = self._greedy(after, new_mask) if after != state else new_mask
+                self.mask = greedy
+                self.fresh = (
+                    (kind == _INST or (kind == _OP and tl.hideable[j]))
+                    and j != tl.op_at[i]
+                    and greedy == new_mask
+                )
                 return True
             self.stack.pop()
+            self.backtracked = True
         return False
+
+    def _restore(self, i: int, slots: tuple[int, ...], n_inst: int, plen: int) -> None:
+        """Return to a choice point's position, pending set and path."""
+        self.i, self.n_inst = i, n_inst
+        self.slot_op[:] = slots
+        del self.path[plen:]
 
     def _shrink_memo(self) -> None:
         """Drop the older half of the memo (dicts keep insertion order)."""

@@ -37,6 +37,8 @@ class SynthSpec(msgspec.Struct, frozen=True, kw_only=True):
     info_effect: float = 0.5
     values: int = 1_000_000
     skew: float = 1.1
+    # kv only: share of appends (the rest: 45% gets, then cas and puts).
+    append_rate: float = 0.15
     seed: int = 0
 
 
@@ -64,9 +66,9 @@ def _draw_op(spec: SynthSpec, rng: random.Random, key: str, serial: int) -> tupl
     write_f = "put" if spec.model == "kv" else "write"
     if roll < 0.45:
         return read_f, None
-    if spec.model == "kv" and roll < 0.6:
+    if spec.model == "kv" and roll < 0.45 + spec.append_rate:
         return "append", value
-    if spec.model != "register" and roll < 0.75:
+    if spec.model != "register" and roll < 0.75 + spec.append_rate / 2:
         expected: Any = rng.randrange(min(spec.values, 8))
         return "cas", (f"<{expected}>" if spec.model == "kv" else expected, value)
     return write_f, value
