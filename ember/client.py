@@ -72,6 +72,7 @@ class EmberClient:
         self.partitions = partitions
         self.max_redirects = max_redirects
         self._leaders: dict[int, str] = {}
+        self._next = 0
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> EmberClient:
@@ -122,9 +123,14 @@ class EmberClient:
 
     async def _kv(self, method: str, key: str, suffix: str, body: Any) -> Outcome:
         part = partition_of(key, self.partitions)
-        base = self._leaders.get(part, self.urls[0])
+        base = self._leaders.get(part, self.urls[self._next % len(self.urls)])
         path = f"/kv/{_quote(key)}{suffix}"
         out = await self.request(method, path, body, base=base, partition=part)
+        if out.type != "ok" and (out.status is None or out.status >= 500):
+            # That node is down or has no leader to offer: try the next one
+            # next time, rather than sticking to a dead leader.
+            self._leaders.pop(part, None)
+            self._next += 1
         return out
 
     # -- any endpoint -------------------------------------------------------------

@@ -58,8 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--bootstrap", help="initial voters, comma-separated (default: all peers)")
     p.add_argument("--tick-ms", type=float, help="Raft tick length in ms (default 50)")
     p.add_argument("--compact-every", type=int, help="compact a log every N entries (0: never)")
-    p.add_argument("--catchup-margin", type=int, help="change-peers catch-up margin (entries)")
-    p.add_argument("--election-timeout-ticks", type=int, help="election timeout in ticks")
+    for key in _RAFT_KEYS:
+        flag = "--" + key.replace("_", "-")
+        p.add_argument(flag, type=int, help=f"Raft {key.replace('_', ' ')} (RaftConfig)")
     bugs = ",".join(sorted(PLANTED_BUGS))
     p.add_argument("--planted-bugs", help=f"test-only core defects: {bugs}")
     p.add_argument(

@@ -6,6 +6,7 @@ waited for in `close()`, which the fixtures call even when a test fails.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import os
@@ -194,3 +195,29 @@ class ProcCluster:
 def node_env() -> dict[str, str]:
     """The environment for child processes (unbuffered output)."""
     return {**os.environ, "PYTHONUNBUFFERED": "1"}
+
+
+async def fill(urls: list[str], count: int, *, partitions: int, prefix: str = "f") -> int:
+    """Write keys `<prefix>0..count-1` (value = i) with 64 concurrent clients.
+
+    A failed write (certainly not applied) is retried; an unknown one is not
+    counted. Returns how many were acknowledged.
+    """
+    from ember.client import EmberClient  # here: cluster.py is also imported by bench/
+
+    acked = 0
+    todo = list(range(count))
+
+    async def worker() -> None:
+        nonlocal acked
+        async with EmberClient(urls, timeout_s=10.0, partitions=partitions) as c:
+            while todo:
+                i = todo.pop()
+                out = await c.put(f"{prefix}{i}", i)
+                while out.type == "fail":
+                    await asyncio.sleep(0.02)
+                    out = await c.put(f"{prefix}{i}", i)
+                acked += out.type == "ok"
+
+    await asyncio.gather(*(worker() for _ in range(64)))
+    return acked
