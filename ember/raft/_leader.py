@@ -99,7 +99,8 @@ def append(n: RawNode, entries: list[Entry]) -> None:
     fol.on_appended(n, entries, truncated=False)
     if n.role != "leader":
         return
-    sync_progress(n, drop=False)
+    if any(e.kind == "config" for e in entries):
+        sync_progress(n, drop=False)
     for peer in sorted(n._prs):
         send_append(n, peer)
     maybe_commit(n)

@@ -111,8 +111,10 @@ class Net:
                 disk.snapshot = rd.snapshot
                 disk.entries = []
                 disk.applied = []
-            for e in rd.entries:
-                disk.entries = [x for x in disk.entries if x.index < e.index] + [e]
+            if rd.entries:
+                first = rd.entries[0].index  # an existing index truncates from there
+                base = disk.entries[0].index if disk.entries else first
+                disk.entries = disk.entries[: max(first - base, 0)] + rd.entries
             if rd.hard_state is not None:
                 disk.hard_state = rd.hard_state
             self.queue.extend(rd.messages)
