@@ -158,6 +158,10 @@ class MetastoreModel:
         """Writes whose output is not checked; we keep it simple: none."""
         return False
 
+    def commutes(self, a: LinOp, b: LinOp) -> bool:
+        """Never: every write bumps the one global revision."""
+        return False
+
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; invoke takes {if, then, else} of the right shapes."""
         if op.f not in _FS:

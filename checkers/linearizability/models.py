@@ -17,6 +17,9 @@ A model is a pure, deterministic state machine over hashable states:
   legal in every state. An always-legal op placed just before an erasing
   one has no visible effect, so the search may "hide" it there after the
   fact instead of trying every subset of such ops up front.
+- `commutes(a, b)`: `a` and `b` touch disjoint parts of the state, so
+  placing `a` before `b` is never needed to place `b` (only the whole-map
+  model says True, for different keys).
 - `check_shape(op)` names what is wrong with an operation the model cannot
   interpret, or returns None; the check reports it instead of crashing.
 - `summarize(op, writers)` and `viable(state, op, summary)`: look-ahead
@@ -83,6 +86,10 @@ class Model(Protocol):
 
     def always_legal(self, op: LinOp) -> bool:
         """Whether `op` is legal in every state."""
+        ...
+
+    def commutes(self, a: LinOp, b: LinOp) -> bool:
+        """Whether `a` and `b` touch disjoint parts of the state."""
         ...
 
     def check_shape(self, op: LinOp) -> str | None:
@@ -202,6 +209,10 @@ class RegisterModel:
         """Writes."""
         return op.f == "write"
 
+    def commutes(self, a: LinOp, b: LinOp) -> bool:
+        """Never: one partition is one register."""
+        return False
+
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; cas takes [expected, new]."""
         if op.f not in self._fs:
@@ -273,6 +284,10 @@ class KvModel:
     def always_legal(self, op: LinOp) -> bool:
         """put, delete and append."""
         return op.f in ("put", "delete", "append")
+
+    def commutes(self, a: LinOp, b: LinOp) -> bool:
+        """Never: one partition is one key."""
+        return False
 
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; cas takes [expected, new]; append takes str or list."""
@@ -375,6 +390,10 @@ class WholeMapModel:
     def always_legal(self, op: LinOp) -> bool:
         """As the inner model."""
         return self.inner.always_legal(op)
+
+    def commutes(self, a: LinOp, b: LinOp) -> bool:
+        """Ops on different keys."""
+        return a.key != b.key
 
     def check_shape(self, op: LinOp) -> str | None:
         """As the inner model."""

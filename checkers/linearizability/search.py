@@ -391,10 +391,17 @@ class Search:
         """Moves at the current choice point, in the order they are tried."""
         tl, state = self.tl, self.state
         o = tl.op_at[self.i]
+        # Ops that commute with o are never needed before it: whoever needs
+        # them places them at its own choice point (partial-order reduction).
+        target, commutes = tl.ops[o], self.model.commutes
         others = [
             j
             for s, j in enumerate(self.slot_op)
-            if j >= 0 and j != o and not tl.pure[j] and not self.mask & (1 << s)
+            if j >= 0
+            and j != o
+            and not tl.pure[j]
+            and not self.mask & (1 << s)
+            and not commutes(tl.ops[j], target)
         ]
         others.sort(key=tl.call_pos.__getitem__)
         moves = [(_OP, o)]
@@ -404,7 +411,11 @@ class Search:
         seen_sigs: set[int] = set()
         for inst in range(self.n_inst):
             sig = tl.inst_sig[inst]
-            if inst not in self.used and sig not in seen_sigs:
+            if (
+                inst not in self.used
+                and sig not in seen_sigs
+                and not commutes(tl.ops[tl.inst_op[inst]], target)
+            ):
                 seen_sigs.add(sig)
                 moves.append((_INST, inst))
         if tl.pure[o] and self.model.step(state, tl.ops[o]) is ILLEGAL:

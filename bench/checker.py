@@ -1,0 +1,147 @@
+"""Benchmark of the linearizability checker.
+
+1. Every porcupine fixture check (expected_verdicts.tsv): our check time
+   (median of several runs; parsing excluded, as in porcupine_times.tsv)
+   beside porcupine v1.3.0's, and the ratio ours / porcupine.
+2. Generated linearizable histories (checkers/linearizability/synth.py) of
+   1k, 10k and 100k operations over 10 to 1,000 keys with Zipf-skewed key
+   popularity, 5 or 50 clients and 1% unknown (info) operations: our check
+   time and the checking process's peak RSS (VmHWM), each case in a fresh
+   process so peaks do not carry over.
+
+Usage: .venv/bin/python bench/checker.py [--skip-fixtures] [--skip-generated]
+       [--sizes 1000,10000,100000] [--keys 10,100,1000] [--clients 5,50]
+       [--append-rate 0.15] [--workers 1] [--time-limit 60]
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from checkers.importers.porcupine import FixtureFormatError, load
+from checkers.linearizability import MODELS, check
+from checkers.linearizability.synth import SynthSpec, synthesize
+
+FIXTURES = Path("/work/shared/fixtures/porcupine")
+
+
+def _tsv(path: Path) -> list[list[str]]:
+    return [line.split("\t") for line in path.read_text().splitlines() if not line.startswith("#")]
+
+
+def _median_time(ops: Any, model: str, limit_s: float) -> tuple[float, Any]:
+    times, result = [], None
+    deadline = time.perf_counter() + 5.0
+    while len(times) < 5 and (len(times) < 1 or time.perf_counter() < deadline):
+        start = time.perf_counter()
+        result = check(ops, model, time_limit_s=limit_s, workers=1)
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), result
+
+
+def bench_fixtures(limit_s: float) -> None:
+    """Print ours vs porcupine per fixture check, and totals."""
+    theirs = {(r[0], r[1]): float(r[3]) for r in _tsv(FIXTURES / "porcupine_times.tsv")[1:]}
+    print(f"{'file':24} {'model':10} {'verdict':8} {'ours_s':>9} {'porcupine_s':>11} {'ratio':>7}")
+    ours_total = theirs_total = 0.0
+    wrong = 0
+    for path, model, expected, _ in _tsv(FIXTURES / "expected_verdicts.tsv"):
+        if expected not in ("linearizable", "not-linearizable"):
+            continue
+        _, ops = load(FIXTURES / path)
+        ours, result = _median_time(ops, model, limit_s)
+        want = expected == "linearizable"
+        verdict = {True: "ok", False: "bad", "unknown": "unknown"}[result.valid]
+        wrong += result.valid is not want
+        por = theirs.get((path, model), float("nan"))
+        ours_total += ours
+        theirs_total += por
+        print(f"{path:24} {model:10} {verdict:8} {ours:9.5f} {por:11.6f} {ours / por:7.2f}")
+    print(
+        f"{'TOTAL':24} {'':10} {'':8} {ours_total:9.3f} {theirs_total:11.3f} "
+        f"{ours_total / theirs_total:7.2f}   verdicts wrong: {wrong}"
+    )
+
+
+def _peak_rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def _run_generated(args: tuple[SynthSpec, int, float]) -> tuple[Any, float, float, float, int]:
+    spec, workers, limit_s = args
+    ops = synthesize(spec, MODELS[spec.model])
+    before = _peak_rss_mb()
+    start = time.perf_counter()
+    result = check(ops, spec.model, time_limit_s=limit_s, workers=workers)
+    elapsed = time.perf_counter() - start
+    return result.valid, elapsed, before, _peak_rss_mb(), result.partitions
+
+
+def bench_generated(opts: argparse.Namespace) -> None:
+    """Print time and peak memory for generated histories."""
+    ctx = multiprocessing.get_context("spawn")
+    print(
+        f"{'ops':>7} {'keys':>5} {'clients':>7} {'verdict':>8} {'time_s':>8} "
+        f"{'rss_before_mb':>13} {'peak_rss_mb':>11}"
+    )
+    for n in opts.sizes:
+        for keys in opts.keys:
+            for clients in opts.clients:
+                spec = SynthSpec(
+                    model="kv", ops=n, keys=keys, clients=clients, info_rate=0.01,
+                    append_rate=opts.append_rate, seed=n + keys + clients,
+                )  # fmt: skip
+                with ctx.Pool(1) as pool:
+                    valid, elapsed, before, peak, _ = pool.apply(
+                        _run_generated, ((spec, opts.workers, opts.time_limit),)
+                    )
+                print(
+                    f"{n:7} {keys:5} {clients:7} {valid!s:>8} {elapsed:8.2f} "
+                    f"{before:13.0f} {peak:11.0f}"
+                )
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x]
+
+
+def main() -> int:
+    """Run the benchmark; exit 2 on bad arguments or missing fixtures."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--skip-fixtures", action="store_true")
+    parser.add_argument("--skip-generated", action="store_true")
+    parser.add_argument("--sizes", type=_ints, default=[1_000, 10_000, 100_000])
+    parser.add_argument("--keys", type=_ints, default=[10, 100, 1_000])
+    parser.add_argument("--clients", type=_ints, default=[5, 50])
+    parser.add_argument("--append-rate", type=float, default=0.15)
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    opts = parser.parse_args()
+    if not opts.skip_fixtures:
+        if not (FIXTURES / "expected_verdicts.tsv").exists():
+            print(f"error: fixtures not found in {FIXTURES}", file=sys.stderr)
+            return 2
+        try:
+            bench_fixtures(opts.time_limit)
+        except FixtureFormatError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if not opts.skip_generated:
+        bench_generated(opts)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
