@@ -393,7 +393,7 @@ class WholeMapModel:
 
     def commutes(self, a: LinOp, b: LinOp) -> bool:
         """Ops on different keys."""
-        return a.key != b.key
+        return bool(a.key != b.key)
 
     def check_shape(self, op: LinOp) -> str | None:
         """As the inner model."""
