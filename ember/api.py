@@ -322,6 +322,8 @@ class Api:
             params = msgspec.json.decode(raw) if raw.strip() else {}
         except msgspec.DecodeError as err:
             raise ApiError(400, "bad-request", f"body is not valid JSON: {err}") from None
+        if not isinstance(params, dict):
+            raise ApiError(400, "bad-request", "failpoint parameters must be a JSON object")
         try:
             fp = self.runtime.failpoints.enable(request.match_info["name"], params)
         except FailpointError as err:
