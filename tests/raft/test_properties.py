@@ -23,7 +23,12 @@ IDS = ["n1", "n2", "n3", "n4", "n5"]
 op = st.one_of(
     st.tuples(st.just("tick"), st.sampled_from([*IDS, None]), st.integers(1, 12)),
     st.tuples(st.just("propose"), st.integers(0, 3)),
-    st.tuples(st.just("change"), st.sets(st.sampled_from(IDS), min_size=1, max_size=5)),
+    st.tuples(
+        st.just("change"),
+        st.sets(st.sampled_from(IDS), min_size=1, max_size=5),
+        st.sets(st.sampled_from(IDS), max_size=2),
+    ),
+    st.tuples(st.just("transfer"), st.sampled_from(IDS)),
     st.tuples(st.just("partition"), st.sets(st.sampled_from(IDS), min_size=1, max_size=2)),
     st.tuples(st.just("heal")),
     st.tuples(st.just("crash"), st.sampled_from(IDS)),
@@ -78,6 +83,9 @@ class Scenario:
         self.loss = 0.0
         self.net.drop = lambda m: self.rng.random() < self.loss
         self.token = 0
+        # Start from a working group so that early operations meet a leader.
+        while self.net.leader() is None:
+            self.net.tick()
 
     def apply(self, o: tuple) -> None:
         """Run one random operation."""
@@ -92,7 +100,11 @@ class Scenario:
         elif kind == "change" and leader is not None:
             self.token += 1
             with contextlib.suppress(RaftError):
-                leader.change_peers(sorted(o[1]), token=self.token)
+                leader.change_peers(sorted(o[1]), sorted(o[2] - o[1]), token=self.token)
+            net.deliver()
+        elif kind == "transfer" and leader is not None:
+            with contextlib.suppress(RaftError):
+                leader.transfer_leader(o[1])
             net.deliver()
         elif kind == "partition":
             net.partition(o[1], set(IDS) - o[1])
