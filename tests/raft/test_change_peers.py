@@ -337,3 +337,32 @@ def test_new_peer_catches_up_from_a_snapshot():
     assert ticket.result.ok
     assert net.kinds("n4", "snapshot-installed")[0]["index"] == 25
     assert net.disks["n4"].snapshot.meta.conf.peers == ("n1", "n2", "n3")
+
+
+def test_change_can_be_retried_after_ecatchup():
+    """After ECATCHUP the same request (same token) can run again and succeed."""
+    net = cluster(extra=["n4"], catchup_max_retries=0)
+    net.down.add("n4")
+    leader = net.nodes["n1"]
+    first = leader.change_peers(["n1", "n2", "n3", "n4"], token=2)
+    net.tick(times=12)
+    assert first.result.status == "ECATCHUP"
+    net.down.discard("n4")
+    second = leader.change_peers(["n1", "n2", "n3", "n4"], token=2)
+    net.tick(times=3)
+    assert second.result.ok
+    assert second.id != first.id
+
+
+def test_demote_voter_to_learner_keeps_replicating_to_it():
+    """A voter moved to learners leaves the majority but still receives entries."""
+    net = cluster()
+    leader = net.nodes["n1"]
+    ticket = leader.change_peers(["n1", "n2"], ["n3"], token=1)
+    net.tick(times=3)
+    assert ticket.result.ok
+    assert leader.conf.learners == ("n3",)
+    leader.propose(b"after")
+    net.tick(times=2)
+    assert net.disks["n3"].applied[-1].data == b"after"
+    assert not net.nodes["n3"]._is_promotable()

@@ -9,6 +9,7 @@ from ember.raft import (
     ConfState,
     Entry,
     HardState,
+    InvalidConfig,
     NotLeader,
     PersistedState,
     RaftConfig,
@@ -314,3 +315,28 @@ def test_a_late_joiner_learns_the_bootstrap_configuration_first():
     n4 = net.nodes["n4"]
     snap = n4.compact(n4.log.applied, b"s")
     assert snap.meta.conf.peers == ("n1", "n2", "n3", "n4")
+
+
+def test_transfer_to_a_non_voter_is_refused():
+    """Leadership can only go to a voter."""
+    net = Net(["n1", "n2", "n3", "l1"], voters=["n1", "n2", "n3"], learners=["l1"])
+    net.elect("n1")
+    with pytest.raises(InvalidConfig, match="l1: not a voter"):
+        net.nodes["n1"].transfer_leader("l1")
+
+
+def test_proposals_are_refused_during_a_transfer_and_a_stuck_transfer_is_abandoned():
+    """While transferring the leader refuses proposals; after an election timeout it gives up."""
+    net = Net(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.tick(times=2)
+    net.down.add("n2")
+    leader = net.nodes["n1"]
+    leader.propose(b"n2 misses this")
+    net.deliver()
+    leader.transfer_leader("n2")
+    with pytest.raises(NotLeader, match="transfer to n2 in progress"):
+        leader.propose(b"x")
+    net.tick("n1", times=12)
+    assert leader.role == "leader"
+    assert leader.propose(b"y") > 0
