@@ -112,7 +112,9 @@ def make_run(
         quiet_s=round(QUIET_FRACTION * end / NS_PER_S, 3),
         options={"synthetic": {"ops": ops, "valid": valid, "rebalance": rebalance}},
     )
-    wall0 = time.time() if started is None else started
+    # Whole seconds: the run dir's stamp then names the run's exact start, which
+    # the report uses to put audit events (wall) on the history's clock.
+    wall0 = float(int(time.time() if started is None else started))
     run = new_run(root, name, seed, started=wall0)
     run.plan.write_bytes(plans.dump(plan))
     client_ops = _client_ops(rng, ops, end, faults)

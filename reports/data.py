@@ -1,0 +1,144 @@
+"""A run as the report sees it: loaded once, with the derived series it draws.
+
+Theory of operation. `load_run_data` reads a run dir through the same
+loaders the checkers use (so a malformed file fails with the same message)
+and derives: fault and membership-change windows (the stats checker's own
+`fault_windows`/`change_windows`, so the bands on the page are the windows
+the verdict was judged on), a clock for audit events, and the first
+anomaly's time. Audit events carry each node's own monotonic clock
+(`mono_ns`) and `wall`; the history's clock is ns since the run started.
+When `wall` looks like Unix time and the run dir's stamp names the start,
+audit events are placed at `wall - start`; otherwise (the simulator, whose
+clocks are one virtual clock) at `mono_ns`.
+"""
+
+from __future__ import annotations
+
+import calendar
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from checkers import compose
+from checkers.history import Event, Operation, pair
+from checkers.stats import change_windows, fault_windows
+from harness.store import RunDir
+
+NS_PER_S = 1_000_000_000
+_UNIX_2001 = 1e9  # a `wall` above this is Unix time, not a virtual clock
+
+
+class ReportError(ValueError):
+    """A run dir the report cannot be made from (one line naming why)."""
+
+
+@dataclass
+class RunData:
+    """Everything one report draws."""
+
+    run: RunDir
+    plan: dict[str, Any]
+    events: list[Event]
+    ops: list[Operation]
+    audit: dict[str, list[dict[str, Any]]]
+    results: dict[str, Any] | None
+    end_ns: int
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    audit_ns: Callable[[dict[str, Any]], int] = lambda ev: int(ev.get("mono_ns") or 0)
+
+    @property
+    def client_ops(self) -> list[Operation]:
+        """Operations by client processes (ints), membership ops excluded."""
+        return [op for op in self.ops if isinstance(op.process, int)]
+
+    def op_by_index(self) -> dict[int, Operation]:
+        """Operations keyed by their invoke index (the ops' ids everywhere)."""
+        return {op.invoke_index: op for op in self.ops}
+
+    def checker(self, name: str) -> dict[str, Any] | None:
+        """One checker's result from results.json, or None."""
+        if not self.results:
+            return None
+        found = self.results.get("checkers", {}).get(name)
+        return found if isinstance(found, dict) else None
+
+
+def load_run_data(path: Path) -> RunData:
+    """Loads a run dir; raises ReportError naming what is missing or malformed."""
+    if not path.is_dir():
+        raise ReportError(f"{path} is not a run directory")
+    run = RunDir(path)
+    if not run.history.is_file():
+        raise ReportError(f"{path} has no history.jsonl")
+    try:
+        plan, events, audit, _ = compose.load_run(path)
+    except ValueError as exc:  # HistoryError and a bad test.json are ValueErrors
+        raise ReportError(str(exc)) from None
+    results = None
+    if run.results.is_file():
+        try:
+            results = msgspec.json.decode(run.results.read_bytes(), type=dict[str, Any])
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise ReportError(f"{run.results}: {exc}") from None
+    ops = pair(events)
+    end = events[-1].time if events else 0
+    data = RunData(run, plan, events, ops, audit or {}, results, end)
+    data.faults, data.changes = fault_windows(ops, end), change_windows(ops, end)
+    data.audit_ns = audit_clock(run, data.audit)
+    return data
+
+
+def run_start_wall(run: RunDir) -> float | None:
+    """The run's start as Unix seconds, from its dir's stamp; None if unparsable."""
+    try:
+        return float(calendar.timegm(time.strptime(run.started, "%Y%m%dT%H%M%S")))
+    except ValueError:
+        return None
+
+
+def audit_clock(
+    run: RunDir, audit: dict[str, list[dict[str, Any]]]
+) -> Callable[[dict[str, Any]], int]:
+    """A function placing an audit event on the history's clock (module doc)."""
+    start = run_start_wall(run)
+    walls = [ev["wall"] for evs in audit.values() for ev in evs[:1] if "wall" in ev]
+    unix = walls and all(isinstance(w, int | float) and w > _UNIX_2001 for w in walls)
+    if start is not None and unix:
+        origin = start
+
+        def by_wall(ev: dict[str, Any]) -> int:
+            wall = ev.get("wall")
+            if not isinstance(wall, int | float):
+                return int(ev.get("mono_ns") or 0)
+            return max(0, int((wall - origin) * NS_PER_S))
+
+        return by_wall
+    return lambda ev: int(ev.get("mono_ns") or 0)
+
+
+def anomaly_times(data: RunData) -> list[tuple[int, str]]:
+    """(history time, label) of each anomaly that names history ops."""
+    by_index = data.op_by_index()
+    out: list[tuple[int, str]] = []
+    for name, result in (data.results or {}).get("checkers", {}).items():
+        for anomaly in result.get("anomalies") or []:
+            for index in anomaly.get("ops") or []:
+                op = by_index.get(index)
+                if op is not None:
+                    out.append((op.invoke_time, f"{name}: {anomaly.get('kind')}"))
+                    break
+    return sorted(out)
+
+
+def validity_label(value: Any) -> str:
+    """'valid', 'invalid' or 'unknown' for a results.json verdict."""
+    if value is True:
+        return "valid"
+    if value is False:
+        return "invalid"
+    return "unknown"

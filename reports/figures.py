@@ -1,0 +1,221 @@
+"""The report's plotly figures, as plain dicts (data + layout).
+
+Figures are built as JSON-able dicts rather than plotly.graph_objects: the
+objects validate every point, which costs seconds on large histories, and
+the page only needs the JSON that Plotly.newPlot takes.
+
+Size budget. A 100k-operation history would be ~20 MB of points and a slow
+page, so the operation timeline draws at most `TIMELINE_BUDGET` operations:
+all of them when the history is small, else windows around the first
+anomaly and around each fault's start and end (`select_ops`). Latency and
+throughput always cover the whole run, aggregated into at most
+`MAX_BUCKETS` time buckets. The page says what was left out.
+"""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from checkers.history import Operation
+from reports.data import NS_PER_S, RunData
+
+TIMELINE_BUDGET = 3000
+MAX_BUCKETS = 400
+COLORS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
+BAND_COLORS = {"fault": "rgba(214,39,40,0.12)", "change": "rgba(31,119,180,0.12)"}
+Figure = dict[str, Any]
+
+
+def _s(ns: int | float) -> float:
+    return round(ns / NS_PER_S, 6)
+
+
+def bands(data: RunData) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Layout shapes and annotations shading the fault and change windows."""
+    shapes, notes = [], []
+    for kind, windows in (("fault", data.faults), ("change", data.changes)):
+        for w in windows:
+            shapes.append(
+                {
+                    "type": "rect",
+                    "xref": "x",
+                    "yref": "paper",
+                    "x0": _s(w["start"]),
+                    "x1": _s(w["end"]),
+                    "y0": 0,
+                    "y1": 1,
+                    "line": {"width": 0},
+                    "fillcolor": BAND_COLORS[kind],
+                    "layer": "below",
+                }
+            )
+            notes.append(
+                {
+                    "x": _s(w["start"]),
+                    "y": 1,
+                    "xref": "x",
+                    "yref": "paper",
+                    "text": w["f"],
+                    "showarrow": False,
+                    "xanchor": "left",
+                    "yanchor": "bottom",
+                    "font": {"size": 10},
+                }
+            )
+    return shapes, notes
+
+
+def _layout(data: RunData, title: str, height: int, **extra: Any) -> dict[str, Any]:
+    shapes, notes = bands(data)
+    return {
+        "title": {"text": title},
+        "height": height,
+        "shapes": shapes,
+        "annotations": notes,
+        "xaxis": {"title": {"text": "time (s)"}},
+        "margin": {"t": 50, "l": 110, "r": 20},
+        "hovermode": "closest",
+        **extra,
+    }
+
+
+def select_ops(data: RunData, anchors: list[int]) -> tuple[list[Operation], list[str]]:
+    """The client ops the timeline draws, and the windows it drew (see module doc)."""
+    ops = sorted(data.client_ops, key=lambda op: op.invoke_time)
+    if len(ops) <= TIMELINE_BUDGET or not anchors:
+        ops = ops[:TIMELINE_BUDGET]
+        return ops, []
+    per = max(20, TIMELINE_BUDGET // len(anchors))
+    times = [op.invoke_time for op in ops]
+    chosen: set[int] = set()
+    windows = []
+    for t in anchors:
+        mid = bisect.bisect_left(times, t)
+        lo, hi = max(0, mid - per // 2), min(len(ops), mid + per // 2)
+        chosen.update(range(lo, hi))
+        if lo < hi:
+            windows.append(f"{_s(times[lo]):.3f}-{_s(times[hi - 1]):.3f} s")
+    return [ops[i] for i in sorted(chosen)], windows
+
+
+def _describe_op(op: Operation) -> str:
+    latency = (
+        "" if op.complete_time is None else f"{(op.complete_time - op.invoke_time) / 1e6:.3f} ms"
+    )
+    result = "" if op.type != "ok" or op.f == "put" else f" → {op.result!r}"
+    error = f" ({op.error})" if op.error else ""
+    return (
+        f"op {op.invoke_index} p{op.process} {op.f} {op.key or ''} {op.value!r}{result}"
+        f"<br>{op.type}{error} {latency} on {op.node or '?'}"
+    )
+
+
+def timeline(data: RunData, ops: list[Operation], windows: list[str]) -> Figure:
+    """Operations per process: a bar from invoke to completion, coloured by outcome."""
+    traces: list[dict[str, Any]] = []
+    for kind in ("ok", "fail", "info"):
+        xs: list[float | None] = []
+        ys: list[int | None] = []
+        hx, hy, text = [], [], []
+        for op in ops:
+            if op.type != kind:
+                continue
+            done = op.complete_time if op.complete_time is not None else data.end_ns
+            xs += [_s(op.invoke_time), _s(done), None]
+            ys += [int(op.process), int(op.process), None]
+            hx.append(_s(done))
+            hy.append(int(op.process))
+            text.append(_describe_op(op))
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": xs,
+                "y": ys,
+                "name": kind,
+                "line": {"color": COLORS[kind], "width": 4},
+                "hoverinfo": "skip",
+                "legendgroup": kind,
+            }
+        )
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "markers",
+                "x": hx,
+                "y": hy,
+                "text": text,
+                "hoverinfo": "text",
+                "marker": {"color": COLORS[kind], "size": 4},
+                "showlegend": False,
+                "legendgroup": kind,
+                "name": kind,
+            }
+        )
+    title = "Operations per process"
+    if windows:
+        title += " (windows: " + ", ".join(windows[:6]) + ("…" if len(windows) > 6 else "") + ")"
+    procs = {int(op.process) for op in ops}
+    height = max(250, min(900, 18 * len(procs) + 120))
+    return {
+        "data": traces,
+        "layout": _layout(data, title, height, yaxis={"title": {"text": "process"}}),
+    }
+
+
+def _quantile(sorted_ms: list[float], q: float) -> float:
+    return sorted_ms[min(len(sorted_ms) - 1, int(q * len(sorted_ms)))]
+
+
+def latency_throughput(data: RunData) -> tuple[Figure, float]:
+    """Latency quantiles and completions per second in time buckets; returns the bucket (s)."""
+    end = max(data.end_ns, 1)
+    bucket = max(NS_PER_S // 10, -(-end // MAX_BUCKETS))
+    n = end // bucket + 1
+    lat: list[list[float]] = [[] for _ in range(n)]
+    counts = {k: [0] * n for k in COLORS}
+    for op in data.client_ops:
+        if op.complete_time is None:
+            continue
+        b = op.complete_time // bucket
+        counts[op.type][b] += 1
+        if op.type == "ok":
+            lat[b].append((op.complete_time - op.invoke_time) / 1e6)
+    xs = [_s(i * bucket + bucket // 2) for i in range(n)]
+    per_s = NS_PER_S / bucket
+    traces: list[dict[str, Any]] = [
+        {
+            "type": "bar",
+            "x": xs,
+            "y": [round(c * per_s, 3) for c in counts[k]],
+            "name": f"{k}/s",
+            "marker": {"color": COLORS[k]},
+            "yaxis": "y2",
+            "opacity": 0.5,
+        }
+        for k in COLORS
+    ]
+    for q, dash in ((0.5, "solid"), (0.99, "dot")):
+        ys = [round(_quantile(sorted(v), q), 3) if v else None for v in lat]
+        traces.append(
+            {
+                "type": "scatter",
+                "mode": "lines",
+                "x": xs,
+                "y": ys,
+                "name": f"p{int(q * 100)} ms",
+                "line": {"color": "#1f1f1f", "dash": dash},
+                "connectgaps": False,
+            }
+        )
+    layout = _layout(
+        data,
+        f"Latency and throughput ({bucket / NS_PER_S:g} s buckets)",
+        460,
+        barmode="stack",
+        yaxis={"title": {"text": "latency (ms)"}, "type": "log", "domain": [0.45, 1]},
+        yaxis2={"title": {"text": "completions/s"}, "domain": [0, 0.38], "anchor": "x"},
+        legend={"orientation": "h"},
+    )
+    return {"data": traces, "layout": layout}, bucket / NS_PER_S

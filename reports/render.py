@@ -1,0 +1,212 @@
+"""`report.html`: one self-contained page per run.
+
+The page embeds plotly's JS once (no network needed: it opens from disk)
+and the figures' JSON; the linearizability drawing and the anomaly tables
+are plain HTML and inline SVG. Sections, top to bottom: verdicts (each
+checker's, with its error), seed and replay command, plan and ember
+version; operation timeline with fault and membership-change bands;
+latency and throughput with the same bands; Raft lanes; rebalance lane;
+the linearizability failure; other anomalies. Elements carry ids and
+`data-*` counts so tests (and scripts) can read the page.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from reports import figures, lanes, violation
+from reports.data import RunData, anomaly_times, load_run_data, validity_label
+
+_ESC = html.escape
+_plotly_js: str | None = None
+
+
+def plotly_js() -> str:
+    """plotly.js, read once per process (it is ~4.5 MB)."""
+    global _plotly_js
+    if _plotly_js is None:
+        from plotly.offline import get_plotlyjs
+
+        _plotly_js = get_plotlyjs()
+    return _plotly_js
+
+
+def ember_version(plan: dict[str, Any]) -> str:
+    """The plan's recorded ember version, else the installed faultline's."""
+    settings = plan.get("db_settings")
+    if isinstance(settings, dict) and settings.get("version"):
+        return str(settings["version"])
+    try:
+        return f"{metadata.version('faultline')} (installed; not recorded by the run)"
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _json(value: Any) -> str:
+    # "</" would end the <script> element early.
+    return json.dumps(value, separators=(",", ":"), default=str).replace("</", "<\\/")
+
+
+def _plot(div_id: str, fig: dict[str, Any], **data_attrs: Any) -> str:
+    attrs = "".join(f' data-{k.replace("_", "-")}="{_ESC(str(v))}"' for k, v in data_attrs.items())
+    return (
+        f'<div id="{div_id}" class="plot"{attrs}></div><script>Plotly.newPlot('
+        f'"{div_id}",{_json(fig["data"])},{_json(fig["layout"])},'
+        '{"responsive":true,"displaylogo":false});</script>'
+    )
+
+
+def header_html(data: RunData) -> str:
+    """Verdicts, seed, replay command, plan parameters and ember version."""
+    results = data.results or {}
+    overall = validity_label(results.get("valid")) if results else "unchecked"
+    rows = []
+    for name, r in sorted(results.get("checkers", {}).items()):
+        v = validity_label(r.get("valid"))
+        note = r.get("error") or f"{len(r.get('anomalies') or [])} anomalies"
+        rows.append(
+            f'<tr class="checker" data-checker="{_ESC(name)}" data-valid="{v}">'
+            f'<td>{_ESC(name)}</td><td class="v {v}">{v}</td><td>{_ESC(note)}</td></tr>'
+        )
+    reasons = "".join(f"<li>{_ESC(r)}</li>" for r in results.get("reasons") or [])
+    plan = data.plan
+    params = "".join(
+        f"<tr><th>{_ESC(k)}</th><td><code>{_ESC(json.dumps(v, default=str))}</code></td></tr>"
+        for k, v in plan.items()
+    )
+    return f"""
+<header><h1>{_ESC(str(plan.get("name") or data.run.test_name))}
+<span id="verdict" class="v {overall}" data-valid="{overall}">{overall}</span></h1>
+<p>seed <b id="seed">{_ESC(str(plan.get("seed", results.get("seed", "?"))))}</b> ·
+started {_ESC(data.run.started)} · {len(data.client_ops)} client operations ·
+ember {_ESC(ember_version(plan))}</p>
+<p>replay: <code id="replay">faultline replay {_ESC(str(data.run.path))}</code></p></header>
+<section><h2>Verdicts</h2><table id="verdicts">{"".join(rows)}</table>
+{f"<ul>{reasons}</ul>" if reasons else ""}
+<details><summary>Plan parameters</summary><table id="plan">{params}</table></details></section>"""
+
+
+def _timeline_section(data: RunData) -> str:
+    anchors = [t for t, _ in anomaly_times(data)[:1]]
+    for w in data.faults:
+        anchors += [w["start"], w["end"]]
+    ops, windows = figures.select_ops(data, anchors)
+    total = len(data.client_ops)
+    fig = figures.timeline(data, ops, windows)
+    if len(ops) < total:
+        note = (
+            f"Aggregated: the timeline draws {len(ops)} of {total} operations, in windows "
+            f"around the first anomaly and each fault's start and end ({', '.join(windows)})."
+            " Latency and throughput below cover every operation."
+        )
+    else:
+        note = f"All {total} operations drawn."
+    counts = {"ok": 0, "fail": 0, "info": 0}
+    for op in ops:
+        counts[op.type] += 1
+    return (
+        f'<section><h2>Operations</h2><p class="note" id="timeline-note">{_ESC(note)} '
+        "Shaded: faults (red), membership changes (blue).</p>"
+        + _plot(
+            "timeline",
+            fig,
+            ops_drawn=len(ops),
+            ops_total=total,
+            ok=counts["ok"],
+            fail=counts["fail"],
+            info=counts["info"],
+            bands=len(data.faults) + len(data.changes),
+        )
+        + "</section>"
+    )
+
+
+def _latency_section(data: RunData) -> str:
+    fig, bucket_s = figures.latency_throughput(data)
+    return (
+        f'<section><h2>Latency and throughput</h2><p class="note">Aggregated into {bucket_s:g}'
+        " s buckets: stacked completions per second by outcome, p50 and p99 latency of ok"
+        " operations.</p>" + _plot("latency", fig, bucket_s=bucket_s) + "</section>"
+    )
+
+
+def _lanes_sections(data: RunData) -> str:
+    out = []
+    fig, drawn, total = lanes.raft_lanes(data)
+    if fig is None:
+        out.append('<section><h2>Raft groups</h2><p id="raft-none">No audit events.</p></section>')
+    else:
+        more = f" Showing {drawn} of {total} groups." if drawn < total else ""
+        out.append(
+            f'<section><h2>Raft groups</h2><p class="note">{more}</p>'
+            + _plot("raft-lanes", fig, groups=drawn)
+            + "</section>"
+        )
+    fig, writes = lanes.rebalance_lane(data)
+    if fig is not None:
+        out.append(
+            "<section><h2>Rebalance</h2>" + _plot("rebalance", fig, writes=writes) + "</section>"
+        )
+    return "".join(out)
+
+
+def _violation_sections(data: RunData) -> str:
+    out = []
+    lin = data.checker("linearizable")
+    failure = (lin or {}).get("figures", {}).get("failure") if lin else None
+    if lin is not None and lin.get("valid") is False and isinstance(failure, dict):
+        body, c = violation.linearizability_svg(data, failure)
+        out.append(
+            f'<section id="violation" data-prefix="{c["prefix"]}" data-unplaceable='
+            f'"{c["unplaceable"]}" data-concurrent="{c["concurrent"]}"><h2>'
+            f"Linearizability violation</h2>{body}</section>"
+        )
+    body, total = violation.anomalies_html(data)
+    if total:
+        out.append(
+            f'<section id="anomalies" data-count="{total}"><h2>Anomalies</h2>{body}</section>'
+        )
+    return "".join(out)
+
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.5em;color:#222}
+h1 .v{font-size:.6em;vertical-align:middle;padding:.2em .6em;border-radius:.4em}
+.v.valid{background:#c7e9c0}.v.invalid{background:#fcbba1}.v.unknown,.v.unchecked{background:#ffe08a}
+table{border-collapse:collapse}td,th{border:1px solid #ddd;padding:.2em .5em;text-align:left;
+vertical-align:top}.note{color:#555;font-size:.9em}.scroll{overflow-x:auto}
+pre{margin:0;font-size:11px;max-width:420px;white-space:pre-wrap}.rev{font-weight:bold}
+.sw{display:inline-block;width:1em;height:.8em;margin:0 .3em}.sw.prefix{background:#2ca02c}
+.sw.unplaceable{background:#d62728}.sw.concurrent{background:#ff7f0e}
+"""
+
+
+def render_html(data: RunData) -> str:
+    """The whole page as a string."""
+    title = f"{data.plan.get('name') or data.run.test_name} seed {data.plan.get('seed', '?')}"
+    return (
+        f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>{_ESC(title)}'
+        f"</title><style>{_CSS}</style><script>{plotly_js()}</script></head><body>"
+        + header_html(data)
+        + _timeline_section(data)
+        + _latency_section(data)
+        + _lanes_sections(data)
+        + _violation_sections(data)
+        + f'<footer class="note">generated {time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}'
+        "</footer></body></html>"
+    )
+
+
+def write_report(run_path: Path) -> Path:
+    """Renders RUN/report.html (atomically) and returns its path."""
+    data = load_run_data(run_path)
+    out = data.run.report
+    tmp = out.with_suffix(".html.tmp")
+    tmp.write_text(render_html(data), encoding="utf-8")
+    tmp.replace(out)
+    return out

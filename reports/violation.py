@@ -1,0 +1,208 @@
+"""Drawings of what a checker found: the failing partition and the anomalies.
+
+A linearizability failure is drawn as porcupine does: the failing
+partition's operations as bars per process on the history's index line,
+the longest linearizable prefix in green numbered in its linearization
+order, the operation that cannot be placed in red, the operations
+concurrent with it in orange, and the model states reachable just before
+it. A long partition is cut to a window ending at the unplaceable
+operation (the page says how many were left out). Other anomalies are shown
+as their events (or history operations) side by side, revisions first.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+from reports.data import RunData
+
+PREFIX_TAIL = 40  # prefix ops drawn before the unplaceable one
+ROW_PX, LEFT_PX, WIDTH_PX = 26, 70, 1100
+MAX_ANOMALIES = 50
+_ESC = html.escape
+
+
+def _op_rows(data: RunData, failure: dict[str, Any]) -> list[dict[str, Any]]:
+    """The failing partition's ops as {id, process, call, ret, label} dicts."""
+    key = failure.get("key")
+    rows = []
+    for op in data.client_ops:
+        if op.type == "fail" or op.key != key:
+            continue
+        ret = op.complete_index if op.type == "ok" else None
+        out = "" if op.type != "ok" or op.f == "put" else f" → {op.result!r}"
+        rows.append(
+            {
+                "id": op.invoke_index,
+                "process": op.process,
+                "call": op.invoke_index,
+                "ret": ret,
+                "label": f"{op.f} {op.value!r}{out}",
+            }
+        )
+    for u in failure.get("unplaceable") or []:
+        lin_op: dict[str, Any] = u.get("op") or {}
+        if not any(r["id"] == lin_op.get("id") for r in rows):  # ops not from this history
+            rows.append(
+                {
+                    "id": lin_op.get("id"),
+                    "process": lin_op.get("process"),
+                    "call": lin_op.get("call"),
+                    "ret": lin_op.get("ret"),
+                    "label": f"{lin_op.get('f')} {lin_op.get('input')!r} → "
+                    f"{lin_op.get('output')!r}",
+                }
+            )
+    return rows
+
+
+def linearizability_svg(data: RunData, failure: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    """The failing partition drawing (HTML with inline SVG) and its counts."""
+    rows = _op_rows(data, failure)
+    prefix = [int(i) for i in failure.get("linearized_prefix") or []]
+    order = {op_id: n + 1 for n, op_id in enumerate(prefix)}
+    bad = {int(u["op"]["id"]) for u in failure.get("unplaceable") or [] if u.get("op")}
+    by_id = {r["id"]: r for r in rows}
+    end = max((r["ret"] or r["call"] for r in rows), default=0) + 1
+    bad_rows = [by_id[i] for i in bad if i in by_id]
+    lo_bad = min((r["call"] for r in bad_rows), default=end)
+    hi_bad = max(((r["ret"] if r["ret"] is not None else end) for r in bad_rows), default=end)
+    concurrent = {
+        r["id"]
+        for r in rows
+        if r["id"] not in bad
+        and r["id"] not in order
+        and r["call"] <= hi_bad
+        and (r["ret"] if r["ret"] is not None else end) >= lo_bad
+    }
+    keep = set(prefix[-PREFIX_TAIL:]) | bad | concurrent
+    drawn = [r for r in rows if r["id"] in keep]
+    counts = {
+        "prefix": len(prefix),
+        "unplaceable": len(bad),
+        "concurrent": len(concurrent),
+        "drawn": len(drawn),
+        "partition_ops": len(rows),
+    }
+    if not drawn:
+        return "<p>The failing partition has no operations to draw.</p>", counts
+    # Ops of unknown outcome stay open to the end of the history; clip the
+    # drawing to the stretch around the prefix tail and the unplaceable op.
+    focus = [r for r in drawn if r["id"] in bad or r["id"] in order] or drawn
+    x0 = min(r["call"] for r in focus)
+    x1 = max(max((r["ret"] for r in drawn if r["ret"] is not None), default=x0), hi_bad) + 2
+    x1 = min(x1, end)
+    procs = sorted({str(r["process"]) for r in drawn}, key=lambda p: (len(p), p))
+    scale = (WIDTH_PX - LEFT_PX - 10) / max(1, x1 - x0)
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="lin-svg" width="{WIDTH_PX}" '
+        f'height="{ROW_PX * len(procs) + 30}" font-family="sans-serif" font-size="11">'
+    ]
+    for row, proc in enumerate(procs):
+        parts.append(f'<text x="4" y="{row * ROW_PX + 20}">p{_ESC(proc)}</text>')
+    for r in drawn:
+        kind = (
+            "unplaceable"
+            if r["id"] in bad
+            else "prefix"
+            if r["id"] in order
+            else "concurrent"
+            if r["id"] in concurrent
+            else "other"
+        )
+        color = {"unplaceable": "#d62728", "prefix": "#2ca02c", "concurrent": "#ff7f0e"}[kind]
+        call, ret = max(r["call"], x0), min(r["ret"] if r["ret"] is not None else end, x1)
+        x, y = LEFT_PX + (call - x0) * scale, procs.index(str(r["process"])) * ROW_PX + 6
+        w = max(3.0, (ret - call) * scale)
+        title = f"op {r['id']}: {r['label']}" + (
+            f" [#{order[r['id']]}]" if r["id"] in order else ""
+        )
+        if r["ret"] is None:
+            title += " (outcome unknown)"
+        label = f"#{order[r['id']]} " if r["id"] in order else ""
+        parts.append(
+            f'<g class="lin-op lin-{kind}" data-op="{r["id"]}"><title>{_ESC(title)}</title>'
+            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW_PX - 8}" rx="3" '
+            f'fill="{color}" fill-opacity="0.8"/><text x="{x + 3:.1f}" y="{y + 13}" '
+            f'fill="#fff">{_ESC(label + r["label"])[:60]}</text></g>'
+        )
+    parts.append("</svg>")
+    notes = _states_html(failure)
+    cut = counts["partition_ops"] - counts["drawn"]
+    head = (
+        f"<p>Key <code>{_ESC(repr(failure.get('key')))}</code>: {counts['partition_ops']} "
+        f"operations, longest linearizable prefix {counts['prefix']} (last "
+        f"{min(PREFIX_TAIL, counts['prefix'])} drawn), {counts['concurrent']} concurrent with "
+        f"the unplaceable operation. {cut} other operations of the partition are not drawn."
+        '</p><p class="legend"><span class="sw prefix"></span>linearized prefix '
+        '<span class="sw unplaceable"></span>cannot be placed <span class="sw concurrent">'
+        "</span>concurrent</p>"
+    )
+    return head + f'<div class="scroll">{"".join(parts)}</div>' + notes, counts
+
+
+def _states_html(failure: dict[str, Any]) -> str:
+    items = []
+    for u in failure.get("unplaceable") or []:
+        op = u.get("op") or {}
+        states = ", ".join(_ESC(json.dumps(s)) for s in u.get("states_before") or [])
+        more = " (truncated)" if u.get("states_truncated") else ""
+        items.append(
+            f"<li>op {op.get('id')} ({_ESC(str(op.get('f')))} "
+            f"{_ESC(json.dumps(op.get('input')))} → {_ESC(json.dumps(op.get('output')))})"
+            f": model states before it: <code>{states or 'none'}</code>{more}</li>"
+        )
+    return f'<ul id="lin-states">{"".join(items)}</ul>'
+
+
+def _cell(item: dict[str, Any]) -> str:
+    rev = item.get("revision")
+    head = f'<div class="rev">revision {rev}</div>' if rev is not None else ""
+    body = json.dumps(item, indent=1, default=str, sort_keys=True)
+    return f'<td class="ev">{head}<pre>{_ESC(body)}</pre></td>'
+
+
+def anomalies_html(data: RunData) -> tuple[str, int]:
+    """Each checker's anomalies with their events or ops side by side; (html, count)."""
+    by_index = data.op_by_index()
+    blocks, total = [], 0
+    for name, result in sorted((data.results or {}).get("checkers", {}).items()):
+        anomalies = result.get("anomalies") or []
+        if name == "linearizable" or not anomalies:
+            continue
+        total += len(anomalies)
+        rows = []
+        for a in anomalies[:MAX_ANOMALIES]:
+            items = list(a.get("events") or [])
+            for i in a.get("ops") or []:
+                op = by_index.get(i)
+                if op is not None:
+                    items.append(
+                        {
+                            "op": i,
+                            "f": op.f,
+                            "key": op.key,
+                            "type": op.type,
+                            "value": op.value,
+                            "result": op.result,
+                            "revision": op.revision,
+                        }
+                    )
+            revs = a.get("revisions") or []
+            for item, rev in zip(items, revs, strict=False):
+                item.setdefault("revision", rev)
+            cells = "".join(_cell(item) for item in items) or "<td>(no events)</td>"
+            rows.append(
+                f'<tr class="anomaly" data-checker="{_ESC(name)}"><th>'
+                f"{_ESC(str(a.get('kind')))}<br><small>{_ESC(str(a.get('message')))}"
+                f"</small></th>{cells}</tr>"
+            )
+        more = len(anomalies) - MAX_ANOMALIES
+        tail = f"<p>{more} more not shown.</p>" if more > 0 else ""
+        blocks.append(
+            f"<h3>{_ESC(name)}: {len(anomalies)} anomalies</h3>"
+            f'<div class="scroll"><table class="side">{"".join(rows)}</table></div>{tail}'
+        )
+    return "".join(blocks), total
