@@ -55,7 +55,10 @@ def run_report(args: argparse.Namespace) -> int:
 
     if not args.runs and args.store is None:
         raise CliError("name at least one RUN_DIR, or --store STORE to rewrite its index")
-    with Progress(console=console, transient=True) as progress:
+    for run in args.runs:  # fail on a bad path before any progress output
+        if not (run / "history.jsonl").is_file():
+            raise CliError(f"{run} is not a run directory (no history.jsonl)")
+    with Progress(console=console, transient=True, disable=len(args.runs) < 2) as progress:
         task = progress.add_task("rendering reports", total=len(args.runs))
         for run in args.runs:
             out = write_report(run)  # a ReportError is a ValueError: one line at the boundary

@@ -39,7 +39,7 @@ def _op_rows(data: RunData, failure: dict[str, Any]) -> list[dict[str, Any]]:
                 "process": op.process,
                 "call": op.invoke_index,
                 "ret": ret,
-                "label": f"{op.f} {op.value!r}{out}",
+                "label": f"{op.f}{'' if op.value is None else f' {op.value!r}'}{out}",
             }
         )
     for u in failure.get("unplaceable") or []:
@@ -192,7 +192,8 @@ def anomalies_html(data: RunData) -> tuple[str, int]:
                     )
             revs = a.get("revisions") or []
             for item, rev in zip(items, revs, strict=False):
-                item.setdefault("revision", rev)
+                if item.get("revision") is None:
+                    item["revision"] = rev
             cells = "".join(_cell(item) for item in items) or "<td>(no events)</td>"
             rows.append(
                 f'<tr class="anomaly" data-checker="{_ESC(name)}"><th>'

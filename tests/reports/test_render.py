@@ -1,0 +1,157 @@
+"""report.html, the store index, `faultline report` and `faultline serve` (no browser)."""
+
+from __future__ import annotations
+
+import re
+import threading
+import urllib.request
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from harness import cli
+from harness.synthetic import make_run
+from reports import figures
+from reports.data import ReportError, load_run_data
+from reports.index import render_index, write_index
+from reports.render import render_html, write_report
+from reports.serve import make_server, url_of
+from tests.checkers.helpers import HistoryBuilder, write_run
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store with one valid and one invalid synthetic run."""
+    root = tmp_path_factory.mktemp("store")
+    make_run(root, seed=1, ops=600, started=1.7e9)
+    make_run(root, seed=2, ops=600, valid=False, started=1.7e9 + 60)
+    return root
+
+
+def _runs(root: Path) -> list[Path]:
+    return sorted(p for p in (root / "synthetic").iterdir() if p.is_dir())
+
+
+def _attr(page: str, element_id: str, name: str) -> str:
+    match = re.search(rf'id="{element_id}"[^>]*\bdata-{name}="([^"]*)"', page)
+    assert match is not None, f"#{element_id} has no data-{name}"
+    return match.group(1)
+
+
+def test_report_is_self_contained(store: Path) -> None:
+    """The page embeds plotly once and loads nothing from the network."""
+    page = write_report(_runs(store)[0]).read_text()
+    assert page.count("<script>/**\n* plotly.js") + page.count("* plotly.js v") >= 1
+    assert not re.search(r'<(script|link|img)[^>]+(src|href)="https?:', page)
+    assert page.count("Plotly.newPlot(") == 4  # timeline, latency, raft lanes, rebalance
+
+
+def test_header_names_verdicts_seed_and_replay(store: Path) -> None:
+    """One verdict row per checker, the seed and `faultline replay RUN`."""
+    run = _runs(store)[1]
+    results = msgspec.json.decode((run / "results.json").read_bytes())
+    page = render_html(load_run_data(run))
+    assert page.count('class="checker"') == len(results["checkers"])
+    assert 'data-checker="linearizable" data-valid="invalid"' in page
+    assert '<b id="seed">2</b>' in page
+    assert f"faultline replay {run}" in page
+
+
+def test_invalid_run_draws_the_failing_partition(store: Path) -> None:
+    """The planted stale read is the one unplaceable op, drawn in red."""
+    run = _runs(store)[1]
+    results = msgspec.json.decode((run / "results.json").read_bytes())
+    failure = results["checkers"]["linearizable"]["figures"]["failure"]
+    page = render_html(load_run_data(run))
+    assert _attr(page, "violation", "unplaceable") == "1"
+    assert _attr(page, "violation", "prefix") == str(len(failure["linearized_prefix"]))
+    bad_id = failure["unplaceable"][0]["op"]["id"]
+    assert f'class="lin-op lin-unplaceable" data-op="{bad_id}"' in page
+
+
+def test_large_history_is_windowed_and_says_so(tmp_path: Path) -> None:
+    """Past the budget the timeline draws windows and the page names what it left out."""
+    run = make_run(tmp_path, seed=3, ops=figures.TIMELINE_BUDGET * 2, valid=False)
+    page = render_html(load_run_data(run.path))
+    drawn = int(_attr(page, "timeline", "ops-drawn"))
+    assert 0 < drawn <= figures.TIMELINE_BUDGET
+    assert _attr(page, "timeline", "ops-total") == str(figures.TIMELINE_BUDGET * 2)
+    assert "Aggregated: the timeline draws" in page
+
+
+def test_revision_anomaly_shows_ops_side_by_side(tmp_path: Path) -> None:
+    """A stale revision read is shown as both operations with their revisions."""
+    h = HistoryBuilder()
+    h.op(0, "put", key="a", value=1, result=5)
+    h.op(1, "get", key="a", result={"value": 1, "revision": 3})
+    run = write_run(tmp_path / "t" / "20260101T000000-0", h.lines(), {"name": "t", "seed": 1})
+    assert cli.main(["check", str(run), "--checker", "revisions"]) == 1
+    page = render_html(load_run_data(run))
+    assert _attr(page, "anomalies", "count") == "1"
+    cells = re.findall(r'<div class="rev">revision (\d+)</div>', page)
+    assert cells == ["5", "3"]
+
+
+def test_missing_history_is_one_clear_error(tmp_path: Path) -> None:
+    """A dir without history.jsonl raises ReportError naming it."""
+    with pytest.raises(ReportError, match=r"has no history\.jsonl"):
+        load_run_data(tmp_path)
+
+
+def test_index_lists_every_run_newest_first(store: Path) -> None:
+    """One row per run with verdict, seed and a link to its report."""
+    for run in _runs(store):
+        write_report(run)
+    page, rows = render_index(store)
+    assert [r["seed"] for r in rows] == [2, 1]
+    assert [r["verdict"] for r in rows] == ["invalid", "valid"]
+    assert all(r["report"] and (store / r["report"]).is_file() for r in rows)
+    assert page.count('<tr class="run"') == 2
+    assert rows[0]["duration_s"] == pytest.approx(20, abs=3)
+
+
+def test_report_command_writes_report_and_index(
+    store: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`faultline report RUN --store S` writes both files and exits 0."""
+    run = _runs(store)[0]
+    (run / "report.html").unlink(missing_ok=True)
+    assert cli.main(["report", str(run), "--store", str(store)]) == 0
+    assert (run / "report.html").is_file()
+    assert (store / "index.html").is_file()
+
+
+def test_report_command_rejects_a_non_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path without a history is one line on stderr and exit 2."""
+    assert cli.main(["report", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "no history.jsonl" in err
+
+
+def test_serve_binds_localhost_and_serves_the_store(store: Path) -> None:
+    """The server listens on 127.0.0.1 and returns the index and a report."""
+    write_index(store)
+    server = make_server(store, 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert server.server_address[0] == "127.0.0.1"
+        with urllib.request.urlopen(url_of(server) + "index.html", timeout=30) as resp:
+            index = resp.read().decode()
+        link = re.search(r'<a href="([^"]+)">report</a>', index)
+        assert link is not None
+        with urllib.request.urlopen(url_of(server) + link.group(1), timeout=30) as resp:
+            assert b"Plotly.newPlot(" in resp.read()
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=30)
+
+
+def test_serve_command_rejects_a_missing_store(tmp_path: Path) -> None:
+    """`faultline serve --store nowhere` exits 2 without serving."""
+    assert cli.main(["serve", "--store", str(tmp_path / "nowhere"), "--port", "0"]) == 2
