@@ -224,6 +224,8 @@ def handle_append_resp(n: RawNode, m: AppendEntriesResp) -> None:
             return
         if n._transferee == m.src and pr.match == n.log.last_index:
             send_timeout_now(n, m.src)
+    elif pr.state == "probe" and m.match_index == pr.match == pr.next - 1:
+        pr.become_replicate()  # it matches exactly where we probed: stream from there
     elif pr.state == "replicate" and pr.is_paused():
         # Nothing new acknowledged while the window is full (a heartbeat's
         # answer): an append may be lost, so let one more go (as etcd does).
