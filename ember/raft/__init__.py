@@ -2,6 +2,23 @@
 
 Drivers import everything from here; the modules behind it are private to
 the package and may change.
+
+Behaviour a driver should know beyond docs/raft-api.md:
+- `compact(index, data)` returns the Snapshot it made, for the driver to
+  persist; it never appears in a Ready (the app already has that state).
+- The bootstrap configuration is in no log entry. Persist it as the empty
+  snapshot at index 0 (or pass `conf` again on restart). A leader sends it
+  as an InstallSnapshot at index 0 to a peer that it would otherwise feed
+  from index 1 and that was not a bootstrap member, so Ready.snapshot may
+  be that empty index-0 snapshot.
+- Change tokens: a token below the configuration in force's is StaleToken;
+  an equal one is accepted (a retry of the same request after ECATCHUP).
+- ChangeTicket carries `id`, `token`, `peers`, `learners` and, once it ends,
+  `result`; InvalidConfig (bad peer sets, transfer to a non-voter) and
+  LogError (an internal invariant) are RaftErrors too.
+- On rejection, AppendEntriesResp.match_index echoes the rejected
+  prev_index (so the leader can drop stale rejections).
+- `describe` prints messages, entries, events and status in one line each.
 """
 
 from .errors import (
