@@ -116,7 +116,8 @@ def snapshot_source(dest: Path, root: Path = ROOT) -> Path:
 def base_tag(salt: str = "") -> str:
     """Tag of the base image for the current suite and package list; a
     `salt` makes a distinct image chain (a cold build beside the cached one)."""
-    return f"faultline-base:{_digest([SUITE, *base_packages(), 'v1', salt])}"
+    salted = [salt] if salt else []  # an empty salt keeps the established tag
+    return f"faultline-base:{_digest([SUITE, *base_packages(), 'v1', *salted])}"
 
 
 def deps_tag(base: str) -> str:
@@ -180,7 +181,8 @@ def docker_build(
         raise ImageBuildError(step, str(exc)) from exc
 
 
-def _find_standard_base(client: Any, allow_pull: bool) -> str | None:
+def find_standard_base(client: Any, allow_pull: bool) -> str | None:
+    """A standard Debian image present in the engine (or pulled), if any."""
     for ref in STANDARD_BASES:
         if _has_image(client, ref):
             return ref
@@ -317,7 +319,7 @@ def build_image(
     base = base_tag(salt)
 
     def make_base(tag: str) -> None:
-        ref = _find_standard_base(client, allow_pull)
+        ref = find_standard_base(client, allow_pull)
         if ref is None:
             log(f"no standard base image present: bootstrapping {tag} from Debian packages")
             _bootstrap_base(client, tag)

@@ -152,3 +152,19 @@ def test_ssh_backend_up_names_the_unreachable_host(cluster: SharedCluster, tmp_p
     hosts = _hosts_file(cluster, tmp_path / "hosts", "n6 root@127.0.0.1:1\n")
     with pytest.raises(UnreachableError, match=r"node n6 at 127\.0\.0\.1:1 as root"):
         SshBackend.from_file(hosts).up()
+
+
+def test_a_local_standard_debian_image_is_preferred(cluster: SharedCluster) -> None:
+    """When debian:bookworm-slim sits in the engine, it is chosen over debootstrap."""
+    from harness.images import STANDARD_BASES, find_standard_base
+
+    client = docker.from_env()
+    present = [ref for ref in STANDARD_BASES if client.images.list(name=ref)]
+    if present:
+        pytest.skip(f"{present[0]} is already present; cannot test its absence")
+    assert find_standard_base(client, allow_pull=False) is None
+    client.images.get(base_tag()).tag("debian", "bookworm-slim")
+    try:
+        assert find_standard_base(client, allow_pull=False) == "debian:bookworm-slim"
+    finally:
+        client.images.remove("debian:bookworm-slim")
