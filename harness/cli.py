@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 # Modules exposing add_parser(subparsers), in the order `--help` lists them.
-COMMANDS = ("checkers.cli", "harness.nightly", "pipeline.cli", "harness.commands_report")
+COMMANDS = (
+    "harness.commands_run",
+    "checkers.cli",
+    "harness.nightly",
+    "pipeline.cli",
+    "harness.commands_report",
+)
 
 EXIT_ERROR = 2
 

@@ -43,7 +43,8 @@ def test_every_op_is_invoked_and_completed_in_a_valid_history(tmp_path: Path) ->
     gen = Limit(50, Fn(lambda r: Op(f="put", key="k", value=r.randrange(9)), random.Random(0)))
     events = _run(tmp_path, {"client": [0, 1, 2]}, dict.fromkeys([0, 1, 2], w), {"client": gen})
     ops = pair(events)
-    assert len(events) == 100 and len(ops) == 50
+    assert len(events) == 100
+    assert len(ops) == 50
     assert all(op.type == "ok" for op in ops)
     assert [e.index for e in events] == list(range(100))
 
@@ -54,13 +55,15 @@ def test_an_info_gives_the_thread_a_fresh_process(tmp_path: Path) -> None:
     gen = Limit(3, Fn(lambda r: Op(f="lost"), random.Random(0)))
     events = _run(tmp_path, {"client": [0, 1]}, {0: w, 1: w}, {"client": gen})
     invokes = [e.process for e in events if e.type == "invoke"]
-    assert len(set(invokes)) == 3 and all(isinstance(p, int) for p in invokes)
+    assert len(set(invokes)) == 3
+    assert all(isinstance(p, int) for p in invokes)
 
 
 def test_a_worker_that_raises_yields_info_not_a_crash(tmp_path: Path) -> None:
     """A harness bug in a worker is an unknown outcome naming the error."""
     events = _run(tmp_path, {"client": [0]}, {0: Echo()}, {"client": Once(Op(f="boom"))})
-    assert events[-1].type == "info" and "worker bug" in (events[-1].error or "")
+    assert events[-1].type == "info"
+    assert "worker bug" in (events[-1].error or "")
 
 
 def test_kinds_run_side_by_side_and_the_nemesis_is_its_own_process(tmp_path: Path) -> None:
@@ -73,7 +76,8 @@ def test_kinds_run_side_by_side_and_the_nemesis_is_its_own_process(tmp_path: Pat
         {"client": client, "nemesis": nemesis},
     )  # fmt: skip
     nem = [e for e in events if e.process == "nemesis"]
-    assert [e.type for e in nem] == ["invoke", "ok"] and nem[0].f == "partition"
+    assert [e.type for e in nem] == ["invoke", "ok"]
+    assert nem[0].f == "partition"
     assert sum(1 for e in events if e.process == 0) == 40
 
 
@@ -121,4 +125,5 @@ def test_observations_reach_generators(tmp_path: Path) -> None:
 
     asyncio.run(main())
     events = load_history(path)
-    assert events[0].f == "fault" and events[0].value == {"stage": "joint"}
+    assert events[0].f == "fault"
+    assert events[0].value == {"stage": "joint"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 from workloads.change_peers import ChangePeersGen, plan_move
@@ -51,7 +52,8 @@ def test_time_limit_ends_a_generator_and_drops_ops_past_it() -> None:
         2.0, Stagger(0.1, Fn(lambda r: Op(f="get"), random.Random(0)), random.Random(1))
     )
     ops = drain(gen, [0])
-    assert ops and all(o.time_ns < 2 * S for o in ops)
+    assert ops
+    assert all(o.time_ns < 2 * S for o in ops)
     assert 5 < len(ops) < 60  # mean gap 0.1 s over 2 s: about 20
 
 
@@ -59,7 +61,7 @@ def test_stagger_spaces_ops_by_about_the_mean_gap() -> None:
     """Gaps are in [0, 2 * mean) and average near the mean."""
     gen = Limit(400, Stagger(0.05, Fn(lambda r: Op(f="get"), random.Random(0)), random.Random(3)))
     times = [o.time_ns for o in drain(gen, [0])]
-    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     assert all(0 <= g < 0.1 * S for g in gaps)
     assert 0.04 * S < sum(gaps) / len(gaps) < 0.06 * S
 
@@ -79,7 +81,8 @@ def test_phases_wait_for_every_op_of_the_last_phase() -> None:
     assert isinstance(gen.op(Context(0, (0, 1), (0, 1))), Op)
     assert gen.op(Context(1, (1,), (0, 1))) is PENDING  # thread 0 still busy
     second = gen.op(Context(2, (0, 1), (0, 1)))
-    assert isinstance(second, Op) and second.f == "second"
+    assert isinstance(second, Op)
+    assert second.f == "second"
     assert gen.op(Context(3, (0, 1), (0, 1))) is None
 
 
@@ -104,7 +107,9 @@ def test_plan_move_keeps_groups_at_least_two_strong_and_in_bounds() -> None:
         for peers in (["n1", "n2", "n3"], ["n1", "n2"], nodes):
             new = plan_move(move, peers, nodes, rng)
             if new is not None:
-                assert set(new) <= set(nodes) and len(new) >= 2 and new != sorted(peers)
+                assert set(new) <= set(nodes)
+                assert len(new) >= 2
+                assert new != sorted(peers)
     assert plan_move("add", nodes, nodes, rng) is None
     assert plan_move("disjoint", ["n1", "n2"], nodes, rng) is not None
 
@@ -116,11 +121,13 @@ def test_change_peers_follows_its_completions() -> None:
     )
     ctx = Context(0, (0,), (0,))
     first = gen.op(ctx)
-    assert isinstance(first, Op) and first.group == "part-0"
+    assert isinstance(first, Op)
+    assert first.group == "part-0"
     gen.update(ctx, Completion(op=first, thread=0, type="ok", value=first.value))
     assert gen.peers["part-0"] == first.value["peers"]
     second = gen.op(ctx)
-    assert isinstance(second, Op) and second.value["token"] == first.value["token"] + 1
+    assert isinstance(second, Op)
+    assert second.value["token"] == first.value["token"] + 1
     failed = Completion(op=second, thread=0, type="fail", value=second.value)
     gen.update(ctx, failed)
     assert gen.peers["part-0"] == first.value["peers"]

@@ -1,0 +1,174 @@
+"""`faultline run` and `faultline replay`.
+
+    faultline run --backend docker --nodes 5 --workload register,change-peers \\
+                  --nemesis partition,kill --time-limit 60 --seed 42
+    faultline replay store/ember-default/20260101T000000-42
+
+`run` builds a plan from its flags (`harness.plan.Plan`), prints the seed
+first, runs it (`harness.runner`) with live progress, and prints the store
+path, the verdict and, last, the command that replays it. `--test-count N`
+runs N plans with seeds seed, seed+1, ...; the exit code is the worst
+(1 if any run was invalid, else 2 if any was unknown or failed, else 0).
+`replay` reads a run's test.json and runs the same plan again (same seed:
+same generated ops, fault kinds, targets and order) into a new run dir.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shlex
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from harness import plan as plans
+from harness.cli import CliError
+from harness.progress import Progress, RunStatus
+from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, WORKLOADS, RunOutcome, run
+from harness.store import DEFAULT_ROOT
+from nemesis.generator import FAULT_KINDS, MODES
+
+
+def _names(text: str, known: tuple[str, ...], flag: str) -> tuple[str, ...]:
+    if text.strip().lower() in ("", "none"):
+        return ()
+    names = tuple(dict.fromkeys(n.strip() for n in text.replace("+", ",").split(",") if n.strip()))
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise CliError(f"{flag}: unknown {bad[0]!r}; expected some of {', '.join(known)} or none")
+    return names
+
+
+def _positive(kind: type, flag: str) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} must be a number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"{flag} must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def plan_from_args(args: argparse.Namespace) -> plans.Plan:
+    """The plan the flags describe (CliError naming a bad flag)."""
+    if args.db != "ember":
+        raise CliError(f"--db {args.db!r}: only ember is implemented")
+    workload = _names(args.workload, WORKLOADS, "--workload")
+    if "register" not in workload:
+        raise CliError("--workload must include register (the clients' traffic)")
+    nemesis = _names(args.nemesis, FAULT_KINDS, "--nemesis")
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
+    options: dict[str, Any] = {"nemesis_mode": args.nemesis_mode}
+    if args.hosts is not None:
+        options["hosts"] = str(args.hosts)
+    if args.keys is not None:
+        options["keys"] = args.keys
+    plan = plans.Plan(
+        name=args.name or "ember-" + "-".join(workload),
+        seed=seed,
+        backend=args.backend,
+        nodes=tuple(f"n{i}" for i in range(1, args.nodes + 1)),
+        workload=workload,
+        nemesis=nemesis,
+        concurrency=args.concurrency,
+        rate_hz=args.rate,
+        time_limit_s=args.time_limit,
+        quiet_s=args.quiet_period,
+        options=options,
+    )
+    try:
+        return plans.validate(plan)
+    except plans.PlanError as exc:
+        raise CliError(str(exc)) from None
+
+
+def add_parser(subparsers: Any) -> None:
+    """Registers `faultline run` and `faultline replay`."""
+    p = subparsers.add_parser("run", help="run a test against a cluster and check it")
+    p.add_argument("--backend", choices=plans.BACKENDS, default="docker")
+    p.add_argument("--nodes", type=_positive(int, "--nodes"), default=5, help="node count")
+    p.add_argument("--hosts", type=Path, help="ssh backend: file naming one host a line")
+    p.add_argument("--db", default="ember", help="database under test (ember)")
+    p.add_argument("--workload", default="register,change-peers",
+                   help=f"comma-separated: {', '.join(WORKLOADS)}")  # fmt: skip
+    p.add_argument("--nemesis", default="partition,kill",
+                   help=f"comma-separated: {', '.join(FAULT_KINDS)}, or none")  # fmt: skip
+    p.add_argument("--nemesis-mode", choices=MODES, default="both",
+                   help="faults on a timer, at change phases, or both")  # fmt: skip
+    p.add_argument("--time-limit", type=_positive(float, "--time-limit"), default=60.0,
+                   metavar="SECONDS")  # fmt: skip
+    p.add_argument("--quiet-period", type=float, default=5.0, metavar="SECONDS",
+                   help="wait after healing, before the final reads")  # fmt: skip
+    p.add_argument("--concurrency", type=_positive(int, "--concurrency"), default=10)
+    p.add_argument("--rate", type=_positive(float, "--rate"), default=50.0, metavar="OPS/S")
+    p.add_argument("--keys", type=_positive(int, "--keys"), help="register keys (default 40)")
+    p.add_argument("--seed", type=int, help="root seed (default: random, printed first)")
+    p.add_argument("--test-count", type=_positive(int, "--test-count"), default=1)
+    p.add_argument("--name", help="test name in the store (default from the workload)")
+    p.add_argument("--leave-running", action="store_true", help="keep the cluster up")
+    p.add_argument("--store", type=Path, default=DEFAULT_ROOT, help="run store root")
+    p.add_argument("--no-progress", action="store_true", help="no live progress display")
+    p.set_defaults(func=_run_cmd)
+    r = subparsers.add_parser("replay", help="run a stored run's plan (same seed) again")
+    r.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    r.add_argument("--store", type=Path, help="run store root (default: the run's own)")
+    r.add_argument("--leave-running", action="store_true")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=_replay_cmd)
+
+
+def _one(plan: plans.Plan, store: Path, args: argparse.Namespace) -> RunOutcome:
+    status = RunStatus()
+    progress = Progress(lambda: status, enabled=not args.no_progress)
+    print(f"seed {plan.seed}", flush=True)
+    with progress:
+        progress.log(
+            f"{plan.name}: {plan.backend}, {len(plan.nodes)} nodes, workload "
+            f"{'+'.join(plan.workload)}, nemesis {'+'.join(plan.nemesis) or 'none'} "
+            f"({plan.options.get('nemesis_mode', 'both')}), {plan.time_limit_s:g}s"
+        )
+        outcome = run(plan, store, status=status, log=progress.log,
+                      leave_running=args.leave_running)  # fmt: skip
+    result = outcome.result
+    print(f"store {outcome.run.path}")
+    print(f"ops {result.ops}, valid: {str(result.valid).lower()}")
+    for reason in result.reasons:
+        print(f"  {reason}")
+    for name, r in result.checkers.items():
+        if r.valid is False and r.anomalies:
+            print(f"  {name}: {len(r.anomalies)} anomalies; first: {r.anomalies[0].message}")
+    print(f"replay: faultline replay {shlex.quote(str(outcome.run.path))}")
+    return outcome
+
+
+def _worst(codes: list[int]) -> int:
+    if EXIT_INVALID in codes:
+        return EXIT_INVALID
+    return EXIT_UNKNOWN if any(codes) else 0
+
+
+def _run_cmd(args: argparse.Namespace) -> int:
+    plan = plan_from_args(args)
+    codes = []
+    for i in range(args.test_count):
+        one = plan if i == 0 else msgspec.structs.replace(plan, seed=plan.seed + i)
+        codes.append(_one(one, args.store, args).exit_code)
+    return _worst(codes)
+
+
+def _replay_cmd(args: argparse.Namespace) -> int:
+    run_dir: Path = args.run_dir
+    if not run_dir.is_dir():
+        raise CliError(f"{run_dir} is not a run directory")
+    try:
+        plan = plans.load(run_dir / "test.json")
+    except plans.PlanError as exc:
+        raise CliError(str(exc)) from None
+    # store/<test>/<run>: the run's own store root unless told otherwise.
+    store = args.store or run_dir.resolve().parent.parent
+    return _one(plan, store, args).exit_code

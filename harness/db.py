@@ -1,0 +1,278 @@
+"""The database under test, behind one small protocol (Jepsen's `db`).
+
+Theory of operation. A `DB` knows how to install itself on a cluster's
+nodes (write its config, clear old data), start / stop / kill -9 / pause /
+resume its process, tell when the cluster is healthy, report a node's
+status, enumerate the groups whose membership can change, switch
+failpoints, and collect its logs and audit data into the run store
+(nodes/<n>/). Process faults reuse the nemesis primitives
+(`nemesis.process`) and return their `Fault` records, so the history can
+say exactly what ran. `EmberDB` is the implementation for ember; a second
+system (etcd) implements the same protocol.
+"""
+
+from __future__ import annotations
+
+import random
+import shlex
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
+
+import msgspec
+
+from harness.backends.base import NodeHandle
+from harness.control import Control, ControlError
+from harness.store import RunDir
+from nemesis import process
+from nemesis.fault import Fault
+from nemesis.process import ProcessSpec
+
+RAFT_PORT = 7000
+HTTP_PORT = 8000
+HEALTH_POLL_S = 0.25
+
+
+class DBError(RuntimeError):
+    """The database could not be installed, started or reached."""
+
+
+class DB(Protocol):
+    """What the runner needs from a database under test."""
+
+    name: str
+
+    def install(self, control: Control) -> None:
+        """Write config, create directories, remove data of earlier runs."""
+        ...
+
+    def start(self, control: Control, names: Sequence[str]) -> Fault:
+        """Start the process where it is not running."""
+        ...
+
+    def stop(self, control: Control, names: Sequence[str]) -> Fault:
+        """Stop the process gracefully (SIGTERM, wait)."""
+        ...
+
+    def kill(self, control: Control, names: Sequence[str]) -> Fault:
+        """kill -9; the fault heals by restarting."""
+        ...
+
+    def pause(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGSTOP; heals by SIGCONT."""
+        ...
+
+    def resume(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGCONT."""
+        ...
+
+    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
+        """Return once every node answers and every group has a leader; else DBError."""
+        ...
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        """The node's status document (None when it does not answer)."""
+        ...
+
+    def groups(self) -> list[str]:
+        """The replication groups whose membership the workload may change."""
+        ...
+
+    def leaders(self, names: Sequence[str] | None = None) -> dict[str, str]:
+        """group -> the node leading it (as the nodes report)."""
+        ...
+
+    def bootstrap(self) -> list[str]:
+        """The nodes every group starts on."""
+        ...
+
+    def urls(self) -> dict[str, str]:
+        """Client URL of each node."""
+        ...
+
+    def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
+        """Switch a failpoint on (params) or off (None) on one node."""
+        ...
+
+    def audit_path(self) -> str:
+        """Where, on a node, the audit events (events.jsonl) are appended."""
+        ...
+
+    def collect(self, control: Control, names: Sequence[str], run: RunDir) -> list[str]:
+        """Copy logs and audit events into the run store; returns what is missing."""
+        ...
+
+
+def http_json(
+    url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
+) -> dict[str, Any] | None:
+    """A JSON request; None when the node does not answer or answers an error."""
+    data = msgspec.json.encode(body) if body is not None else None
+    req = urllib.request.Request(url, data=data, method=method)
+    req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+            doc = msgspec.json.decode(resp.read())
+    except (OSError, urllib.error.URLError, msgspec.DecodeError):
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
+class EmberDB:
+    """ember-node on every node: TOML config, pidfile, data dir, audit log."""
+
+    name = "ember"
+    root = "/var/lib/ember"
+    config_path = "/etc/ember/node.toml"
+    log_path = "/var/log/ember/ember.log"
+
+    def __init__(self, nodes: Sequence[NodeHandle], settings: Mapping[str, Any], seed: int) -> None:
+        self.nodes = list(nodes)
+        self.settings = dict(settings)
+        self.seed = seed
+        self.partitions = int(self.settings.get("partitions", 8))
+        voters = self.settings.get("bootstrap")
+        names = [n.name for n in self.nodes]
+        self._bootstrap = list(voters) if voters else names[: min(3, len(names))]
+        self.binary = str(self.settings.get("ember_bin", "/opt/faultline/bin/ember-node"))
+        self.spec = ProcessSpec(
+            pidfile="/run/ember/ember.pid",
+            start_command=f"{self.binary} --config {self.config_path}",
+            log_path=self.log_path,
+        )
+
+    def _config(self, node: NodeHandle) -> str:
+        peers = ",".join(f"{n.name}={n.ip}:{RAFT_PORT}:{HTTP_PORT}" for n in self.nodes)
+        lines = {
+            "id": node.name,
+            "peers": peers,
+            "listen": f"0.0.0.0:{HTTP_PORT}",
+            "raft_listen": f"0.0.0.0:{RAFT_PORT}",
+            "data_dir": self.root,
+            "seed": random.Random(f"{self.seed}/ember/{node.name}").getrandbits(48),
+            "partitions": self.partitions,
+            "bootstrap": ",".join(self._bootstrap),
+        }
+        for key, value in self.settings.items():
+            if key not in ("bootstrap", "ember_bin", "partitions"):
+                lines[key] = value
+        return "".join(f"{k} = {_toml(v)}\n" for k, v in lines.items())
+
+    def install(self, control: Control) -> None:
+        """Kill leftovers, wipe data, write each node's config."""
+        scripts = {}
+        for node in self.nodes:
+            scripts[node.name] = "; ".join(
+                [
+                    f"p=$(cat {self.spec.pidfile} 2>/dev/null) && kill -9 $p 2>/dev/null; true",
+                    f"rm -rf {self.root} && mkdir -p {self.root} /etc/ember /var/log/ember",
+                    f": > {self.log_path}",
+                    f"printf %s {shlex.quote(self._config(node))} > {self.config_path}",
+                ]
+            )
+        try:
+            control.run_many(scripts, timeout_s=60)
+        except ControlError as exc:
+            raise DBError(f"cannot install ember: {exc}") from exc
+
+    def start(self, control: Control, names: Sequence[str]) -> Fault:
+        """Start ember-node where it is not running (idempotent)."""
+        return process.start(control, names, self.spec)
+
+    def stop(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGTERM and wait."""
+        return process.stop(control, names, self.spec)
+
+    def kill(self, control: Control, names: Sequence[str]) -> Fault:
+        """kill -9; the fault's heal restarts the node."""
+        return process.kill(control, names, self.spec)
+
+    def pause(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGSTOP."""
+        return process.pause(control, names, self.spec)
+
+    def resume(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGCONT."""
+        return process.resume(control, names, self.spec)
+
+    def urls(self) -> dict[str, str]:
+        """Each node's HTTP API."""
+        return {n.name: f"http://{n.ip}:{HTTP_PORT}" for n in self.nodes}
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        """GET /admin/status."""
+        return http_json(self.urls()[name] + "/admin/status")
+
+    def groups(self) -> list[str]:
+        """The KV partitions' Raft groups."""
+        return [f"part-{i}" for i in range(self.partitions)]
+
+    def bootstrap(self) -> list[str]:
+        """The initial voters of every group."""
+        return list(self._bootstrap)
+
+    def leaders(self, names: Sequence[str] | None = None) -> dict[str, str]:
+        """group -> the node that leads it in the highest term seen."""
+        best: dict[str, tuple[int, str]] = {}
+        for name in names or [n.name for n in self.nodes]:
+            doc = self.status(name)
+            for group, g in (doc or {}).get("groups", {}).items():
+                if g.get("role") == "leader" and g.get("term", 0) >= best.get(group, (-1, ""))[0]:
+                    best[group] = (int(g.get("term", 0)), name)
+        return {group: node for group, (_term, node) in best.items()}
+
+    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
+        """Every node answers /health and every group has a leader."""
+        deadline = time.monotonic() + timeout_s
+        urls = self.urls()
+        while True:
+            down = [n for n in names if http_json(urls[n] + "/health", timeout_s=1) is None]
+            leaderless = [] if down else sorted(set(self.groups()) - set(self.leaders(names)))
+            if not down and not leaderless:
+                return
+            if time.monotonic() > deadline:
+                what = (
+                    f"not answering: {', '.join(down)}"
+                    if down
+                    else (f"no leader for {', '.join(leaderless[:5])}")
+                )
+                raise DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
+            time.sleep(HEALTH_POLL_S)
+
+    def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
+        """POST or DELETE /admin/failpoints/<failpoint>; DBError if refused."""
+        url = f"{self.urls()[name]}/admin/failpoints/{failpoint}"
+        got = (
+            http_json(url, "POST", dict(params)) if params is not None else http_json(url, "DELETE")
+        )
+        if got is None:
+            raise DBError(f"{name} refused failpoint {failpoint} ({url})")
+
+    def audit_path(self) -> str:
+        """events.jsonl in the data dir."""
+        return f"{self.root}/events.jsonl"
+
+    def collect(self, control: Control, names: Sequence[str], run: RunDir) -> list[str]:
+        """Fetch ember.log and events.jsonl of each node; returns what could not be."""
+        missing = []
+        for name in names:
+            run.node_dir(name).mkdir(parents=True, exist_ok=True)
+            for remote, local in ((self.log_path, run.log(name)),
+                                  (self.audit_path(), run.events(name))):  # fmt: skip
+                try:
+                    control.fetch(name, remote, local)
+                except (ControlError, OSError) as exc:
+                    missing.append(f"{name}:{remote} ({exc})")
+        return missing
+
+
+def _toml(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    return '"' + str(value).replace("\\", "\\\\").replace('"', '\\"') + '"'

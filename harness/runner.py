@@ -1,0 +1,322 @@
+"""The run lifecycle: plan -> cluster -> db -> workload + nemesis -> heal -> check -> store.
+
+Theory of operation (Jepsen's `core/run!`). In order:
+
+1. a fresh run directory with `test.json` (the plan, seed first);
+2. the image (docker: built or found cached) and the cluster (backend `up`);
+3. the database installed, started on every node, and awaited healthy;
+4. the main phase: one `Interpreter` runs the client (register), admin
+   (change-peers) and nemesis generators for `time_limit_s`, while a
+   `PhaseWatcher` tails the nodes' audit logs and feeds the phase-triggered
+   nemesis; every event goes to history.jsonl as it happens;
+5. `heal-all` (a nemesis op, so the history records it), the database
+   awaited healthy again, a quiet period, then one final read per key;
+6. logs and audit events collected into nodes/<n>/;
+7. the cluster healed and brought down (unless `leave_running`) — on any
+   error and on SIGINT / SIGTERM too, with further signals ignored while
+   cleaning up;
+8. the checkers run on the store's files; results.json written.
+
+The exit code follows DESIGN.md: 0 valid, 1 invalid, 2 unknown or error. A
+run that fails before it has a history is `unknown` with the error as the
+reason; so is one whose traffic or fault/change overlap was too weak
+(`checkers.stats`). `--backend sim` plays the plan in ember's simulator
+instead (`harness.simrun`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkers.api import CheckerResult
+from checkers.compose import Result, check, load_run, write_results
+from harness import plan as plans
+from harness.backends.base import Backend, NodeHandle
+from harness.backends.lifecycle import Terminated
+from harness.control import Control, ControlError
+from harness.db import DBError, EmberDB
+from harness.history_writer import HistoryWriter
+from harness.interpreter import Interpreter, Worker
+from harness.progress import RunStatus
+from harness.store import RunDir, new_run
+from nemesis.generator import NemesisSchedule
+from nemesis.heal import heal_all
+from nemesis.phase import PhaseWatcher
+from nemesis.schedule import NemesisWorker
+from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
+from workloads.register import DEFAULT_KEYS, final_reads, register_ops
+
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
+HEALTHY_TIMEOUT_S = 90.0
+WORKLOADS = ("register", "change-peers")
+
+
+class RunError(RuntimeError):
+    """The run could not be carried out (one line for the user)."""
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """Where the run went and what it found."""
+
+    run: RunDir
+    result: Result
+    exit_code: int
+    notes: list[str] = field(default_factory=list)
+
+
+def exit_code(result: Result) -> int:
+    """0 valid, 1 invalid, 2 unknown (DESIGN.md)."""
+    if result.valid is True:
+        return EXIT_VALID
+    return EXIT_INVALID if result.valid is False else EXIT_UNKNOWN
+
+
+def error_result(plan: plans.Plan, reason: str) -> Result:
+    """The verdict of a run that could not be judged."""
+    error = CheckerResult(name="run", valid="unknown", error=reason)
+    return Result(valid="unknown", checkers={"run": error}, reasons=[f"run: {reason}"],
+                  test=plan.name, seed=plan.seed)  # fmt: skip
+
+
+@contextmanager
+def cluster(backend: Backend, *, leave_running: bool) -> Iterator[tuple[list[NodeHandle], Control]]:
+    """Like `lifecycle.managed_cluster`, but may leave the nodes up (still healed)."""
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
+    control: Control | None = None
+    try:
+        nodes = backend.up()
+        control = Control(nodes)
+        yield nodes, control
+    finally:
+        if in_main:  # a second Ctrl-C must not leave the cleanup half done
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            if control is not None:
+                with contextlib.suppress(ControlError):  # a dead node has nothing to heal
+                    heal_all(control)
+                control.close()
+            if not leave_running:
+                backend.down()
+        finally:
+            if in_main:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
+def _on_sigterm(_signum: int, _frame: Any) -> None:
+    raise Terminated("terminated by SIGTERM")
+
+
+@dataclass(slots=True)
+class _Parts:
+    """What the async part of a run needs."""
+
+    plan: plans.Plan
+    nodes: list[NodeHandle]
+    control: Control
+    db: EmberDB
+    run: RunDir
+    status: RunStatus
+    log: Callable[[str], None]
+
+
+def _keys(plan: plans.Plan) -> int:
+    return int(plan.options.get("keys", DEFAULT_KEYS))
+
+
+def _generators(plan: plans.Plan, db: EmberDB, admin: bool, nemesis: bool) -> dict[str, Generator]:
+    """The main phase's generator per thread kind, every one seeded from the plan."""
+    t = plan.time_limit_s
+    gens: dict[str, Generator] = {
+        "client": TimeLimit(
+            t,
+            Stagger(
+                1.0 / plan.rate_hz,
+                register_ops(plan.rng("register"), _keys(plan)),
+                plan.rng("register-timing"),
+            ),
+        )
+    }
+    if admin:
+        from workloads.change_peers import ChangePeersGen
+
+        names = [n.name for n in db.nodes]
+        change = ChangePeersGen(plan.rng("change-peers"), db.groups(), names, db.bootstrap())
+        interval = float(plan.options.get("change_interval_s", 3.0))
+        gens["admin"] = TimeLimit(t, Stagger(interval, change, plan.rng("change-timing")))
+    if nemesis:
+        gens["nemesis"] = NemesisSchedule(
+            plan.rng("nemesis"), list(plan.nemesis),
+            mode=str(plan.options.get("nemesis_mode", "both")),
+            gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
+        )  # fmt: skip
+    return gens
+
+
+def _workers(
+    p: _Parts, admin: bool, nemesis: bool
+) -> tuple[dict[str, Any], dict[Any, Worker], list[Any]]:
+    from ember.client import EmberClient
+    from workloads.change_peers import ChangePeersWorker
+    from workloads.register import RegisterWorker
+
+    urls = p.db.urls()
+    node_of = {u: n for n, u in urls.items()}
+    url_list = list(urls.values())
+    clients = [EmberClient(url_list, partitions=p.db.partitions) for _ in range(p.plan.concurrency)]
+    kinds: dict[str, Any] = {"client": list(range(p.plan.concurrency))}
+    workers: dict[Any, Worker] = {i: RegisterWorker(c, node_of) for i, c in enumerate(clients)}
+    if admin:
+        admin_client = EmberClient(url_list, partitions=p.db.partitions, timeout_s=30.0)
+        clients.append(admin_client)
+        kinds["admin"] = [p.plan.concurrency]
+        workers[p.plan.concurrency] = ChangePeersWorker(admin_client, node_of)
+    if nemesis:
+        kinds["nemesis"] = ["nemesis"]
+        workers["nemesis"] = NemesisWorker(p.control, p.nodes, p.db)
+    return kinds, workers, clients
+
+
+async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
+    """Steps 4-5 of the module doc; returns notes for the report."""
+    admin = "change-peers" in p.plan.workload
+    nemesis = bool(p.plan.nemesis)
+    kinds, workers, clients = _workers(p, admin, nemesis)
+    notes: list[str] = []
+
+    def on_event(e: dict[str, Any]) -> None:
+        if e["kind"] == "client":
+            setattr(p.status, e["type"], getattr(p.status, e["type"]) + 1)
+        elif e["kind"] == "admin":
+            p.status.changes[e["type"]] = p.status.changes.get(e["type"], 0) + 1
+        nem = workers.get("nemesis")
+        if isinstance(nem, NemesisWorker):
+            p.status.faults = sorted(nem.active)
+
+    interp = Interpreter(kinds, workers, writer, on_event=on_event)
+    watcher = PhaseWatcher(p.control, [n.name for n in p.nodes], p.db.audit_path(),
+                           lambda obs: interp.observe("phase", obs))  # fmt: skip
+    watcher.start()
+    p.status.stages = watcher.stages
+    try:
+        p.status.stage = "running"
+        await interp.run(_generators(p.plan, p.db, admin, nemesis))
+        if nemesis:
+            p.status.stage = "healing"
+            await interp.run({"nemesis": Once(Op(f="heal-all"))})
+            method = workers["nemesis"].slow_method  # type: ignore[attr-defined]
+            if method:
+                notes.append(f"slow catch-up used {method}")
+        p.status.stage = "recovering"
+        names = [n.name for n in p.nodes]
+        try:
+            await asyncio.to_thread(p.db.wait_healthy, names, HEALTHY_TIMEOUT_S)
+        except DBError as exc:
+            notes.append(f"after healing: {exc}")
+        p.status.stage = "quiet"
+        await asyncio.sleep(p.plan.quiet_s)
+        p.status.stage = "final reads"
+        reads: Generator = Seq([Once(op) for op in final_reads(_keys(p.plan))])
+        await interp.run({"client": reads})
+    finally:
+        watcher.stop()
+        for c in clients:
+            await c.close()
+    return notes
+
+
+def _cluster_backend(plan: plans.Plan, log: Callable[[str], None]) -> Backend:
+    if plan.backend == "ssh":
+        from harness.backends.ssh import SshBackend
+
+        hosts = plan.options.get("hosts")
+        if not hosts:
+            raise RunError("--backend ssh needs --hosts FILE (one node a line)")
+        return SshBackend.from_file(Path(str(hosts)))
+    from harness.backends.docker import DockerBackend
+    from harness.images import build_image
+
+    log("building the ember image (cached layers are reused)")
+    report = build_image(log=log)
+    log(f"image {report.tag}")
+    name = f"run{plan.seed % 100_000}-{os.getpid()}"
+    return DockerBackend(name, size=len(plan.nodes), image=report.tag)
+
+
+def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[str], None],
+             leave_running: bool) -> list[str]:  # fmt: skip
+    backend = _cluster_backend(plan, log)
+    status.stage = "cluster up"
+    with cluster(backend, leave_running=leave_running) as (nodes, control):
+        db = EmberDB(nodes, plan.db_settings, plan.seed)
+        status.stage = "db start"
+        db.install(control)
+        db.start(control, [n.name for n in nodes])
+        db.wait_healthy([n.name for n in nodes], HEALTHY_TIMEOUT_S)
+        log(f"ember healthy on {', '.join(n.name for n in nodes)}")
+        p = _Parts(plan, nodes, control, db, run, status, log)
+        try:
+            with HistoryWriter(run.history) as writer:
+                notes = asyncio.run(_drive(p, writer))
+        finally:
+            status.stage = "collecting logs"
+            missing = db.collect(control, [n.name for n in nodes], run)
+            if leave_running:
+                log(f"cluster left running: {backend.nodes or nodes}")
+    return notes + [f"could not collect {m}" for m in missing]
+
+
+def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:
+    """Run the checkers on the store's files and write results.json."""
+    plan_doc, history, audit, _ = load_run(run.path)
+    result = check(plan_doc, history, audit=audit)
+    result.reasons.extend(f"note: {n}" for n in notes)
+    write_results(result, run.path)
+    return result
+
+
+def run(
+    plan: plans.Plan,
+    store_root: Path,
+    *,
+    status: RunStatus | None = None,
+    log: Callable[[str], None] = lambda _m: None,
+    leave_running: bool = False,
+) -> RunOutcome:
+    """Carry out one run of `plan` (see the module doc)."""
+    plans.validate(plan)
+    run_dir = new_run(store_root, plan.name, plan.seed)
+    run_dir.plan.write_bytes(plans.dump(plan))
+    status = status or RunStatus()
+    status.time_limit_s = plan.time_limit_s
+    if plan.backend == "sim":
+        from harness.simrun import run_sim
+
+        result = run_sim(plan, run_dir, status)
+        return RunOutcome(run_dir, result, exit_code(result))
+    try:
+        notes = _execute(plan, run_dir, status, log, leave_running)
+    except (RunError, DBError, ControlError, OSError, RuntimeError) as exc:
+        reason = _describe(exc)
+        result = error_result(plan, reason)
+        write_results(result, run_dir.path)
+        return RunOutcome(run_dir, result, EXIT_UNKNOWN, [reason])
+    status.stage = "checking"
+    result = judge(plan, run_dir, notes)
+    return RunOutcome(run_dir, result, exit_code(result), notes)
+
+
+def _describe(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

@@ -1,0 +1,137 @@
+"""Watches nodes' audit logs for the phases a phase-triggered nemesis waits for.
+
+Theory of operation. On each node an SSH channel runs `tail -F` on the
+database's events.jsonl; a reader thread per node turns each line into an
+event, and every event that marks a phase is handed to `on_phase` at once:
+
+- `change-stage` with stage `catching-up`, `joint` or `stable` (emitted by
+  the leader of a group as its change-peers context moves);
+- `assignments-written` whose keys include a `pending` assignment (a
+  rebalance starting), reported as stage `pending`.
+
+The observation names the group, stage, reporting node, the new peers and
+the joining peers (new minus old), which the nemesis uses to isolate or
+slow a joining peer. `stages` keeps the latest stage per group for the
+progress display. Tailing (rather than polling /admin/status) sees a
+JOINT stage that lasts a few milliseconds. A node that is down (killed by
+the nemesis) ends its tail; the watcher re-opens it after a short pause
+until `stop()`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shlex
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from harness.control import Control, ControlError
+
+STAGES = ("catching-up", "joint", "stable")
+RETRY_S = 0.5
+
+
+def phase_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The phase observation an audit event marks, or None."""
+    kind = event.get("kind")
+    if kind == "change-stage" and event.get("stage") in STAGES:
+        peers = sorted(event.get("peers") or [])
+        old = event.get("old_peers")
+        joining = sorted(set(peers) - set(old)) if isinstance(old, list) else []
+        return {"group": event.get("group"), "stage": event["stage"], "node": event.get("node"),
+                "peers": peers, "old_peers": old, "joining": joining,
+                "token": event.get("token")}  # fmt: skip
+    if kind == "assignments-written":
+        keys = event.get("keys") or {}
+        if any(str(k).endswith("pending") for k in keys):
+            part = event.get("partition")
+            group = event.get("group") or (f"part-{part}" if part is not None else None)
+            return {"group": group, "stage": "pending", "node": event.get("node"),
+                    "peers": [], "joining": [], "revision": event.get("revision")}  # fmt: skip
+    return None
+
+
+class PhaseWatcher:
+    """Tails every node's audit log; calls `on_phase(observation)` per phase event."""
+
+    def __init__(
+        self,
+        control: Control,
+        names: Sequence[str],
+        path: str,
+        on_phase: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.control, self.names, self.path = control, list(names), path
+        self.on_phase = on_phase
+        self.stages: dict[str, str] = {}
+        self.seen = 0
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._channels: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def start(self) -> None:
+        """Start one reader thread per node."""
+        for name in self.names:
+            t = threading.Thread(target=self._follow, args=(name,), daemon=True,
+                                 name=f"phase-{name}")  # fmt: skip
+            t.start()
+            self._threads.append(t)
+
+    def stop(self) -> None:
+        """Close every channel and join the readers."""
+        self._stop.set()
+        with self._lock:
+            channels = list(self._channels.values())
+        for chan in channels:
+            with contextlib.suppress(Exception):
+                chan.close()
+        for t in self._threads:
+            t.join(timeout=5)
+
+    def _follow(self, name: str) -> None:
+        # -n +1 from the start on the first open (the node may have logged the
+        # phase before we attached); -n 0 on re-opens so nothing is seen twice.
+        first = True
+        while not self._stop.is_set():
+            lines = "+1" if first else "0"
+            command = f"exec tail -n {lines} -F {shlex.quote(self.path)} 2>/dev/null"
+            try:
+                chan = self.control.client(name).get_transport().open_session()
+                chan.exec_command(command)
+            except (ControlError, OSError, AttributeError, Exception):  # node down: retry
+                self._stop.wait(RETRY_S)
+                continue
+            first = False
+            with self._lock:
+                self._channels[name] = chan
+            self._read(chan)
+            self._stop.wait(RETRY_S)
+
+    def _read(self, chan: Any) -> None:
+        buffer = b""
+        with contextlib.suppress(Exception):
+            while not self._stop.is_set():
+                chunk = chan.recv(65536)
+                if not chunk:
+                    return
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    self._handle(line)
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return  # a line cut by a kill -9: the node's own log is the evidence
+        if not isinstance(event, dict):
+            return
+        self.seen += 1
+        if event.get("kind") == "change-stage" and event.get("group"):
+            self.stages[str(event["group"])] = str(event.get("stage"))
+        obs = phase_of(event)
+        if obs is not None:
+            self.on_phase(obs)

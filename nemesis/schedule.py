@@ -1,0 +1,168 @@
+"""The nemesis worker: turns the schedule's abstract fault ops into real faults.
+
+Theory of operation. `nemesis.generator.NemesisSchedule` says *what* to do
+(kind, grouping or target, a seed, the trigger); this worker resolves it
+against the live cluster (which node leads the trigger's group, which peer
+is joining), applies it with the primitives (`nemesis.partition`,
+`nemesis.slow`, the DB's process faults), and completes the history op with
+the concrete targets and the exact commands (`Fault.as_value()`). Heal ops
+undo the active fault of their kind. Every blocking SSH call runs in a
+worker thread, so clients keep going meanwhile. `heal-all` (the runner's
+last nemesis op) removes every fault whoever made it and restarts and
+resumes every node. `active` (kind -> Fault) is what the progress display
+shows and what the runner heals on error and on Ctrl-C.
+
+Slow catch-up uses netem on the links toward the joining peer; where the
+kernel has no netem, ember's `raft.append.delay` failpoint on every other
+node instead. The completion's `method` says which it used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from harness.backends.base import NodeHandle
+from harness.control import Control, ControlError
+from harness.db import DB, DBError
+from harness.interpreter import Reply
+from nemesis import partition as part
+from nemesis.fault import Fault
+from nemesis.heal import heal_all
+from nemesis.slow import NetemUnavailableError, slow
+from workloads.generator import Op
+
+SLOW_DELAY_MS = 300.0
+SLOW_JITTER_MS = 50.0
+
+
+class NemesisWorker:
+    """Applies and heals faults; one instance for the run's nemesis thread."""
+
+    def __init__(self, control: Control, nodes: Sequence[NodeHandle], db: DB) -> None:
+        self.control, self.nodes, self.db = control, list(nodes), db
+        self.names = [n.name for n in self.nodes]
+        self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
+        self.slow_method: str | None = None
+
+    async def invoke(self, op: Op) -> Reply:
+        """Apply or heal; a fault that cannot be applied completes `info`."""
+        try:
+            value = await asyncio.to_thread(self._do, op)
+        except (ControlError, DBError, ValueError, RuntimeError) as exc:
+            return Reply(type="info", value=op.value, error=f"{type(exc).__name__}: {exc}")
+        return Reply(type="ok", value=value)
+
+    def _do(self, op: Op) -> dict[str, Any]:
+        v = dict(op.value or {})
+        if op.f == "heal-all":
+            return self.heal_everything()
+        if op.f in ("heal-partition", "start", "resume", "heal-slow"):
+            return self._heal(str(v.get("kind")), v)
+        rng = random.Random(v.get("seed", 0))
+        fault, extra = self._apply(op.f, v, rng)
+        self.active[op.f] = (fault, extra)
+        return {**v, **fault.as_value(), **extra}
+
+    def _leader(self, v: dict[str, Any], rng: random.Random) -> tuple[str, str]:
+        """(node, group): the leader of the trigger's group, else of a seeded group."""
+        group = v.get("group") or rng.choice(self.db.groups())
+        leader = self.db.leaders().get(group)
+        return (leader or rng.choice(self.names)), group
+
+    def _target(self, v: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]]:
+        target = v.get("target") or (
+            {"isolate-leader": "leader", "isolate-joining": "joining"}.get(v.get("grouping", ""))
+        )
+        if target == "leader":
+            node, group = self._leader(v, rng)
+            return node, {"resolved": f"leader of {group}", "node": node}
+        if target == "joining":
+            joining = (v.get("trigger") or {}).get("joining") or []
+            if joining:
+                node = rng.choice(sorted(joining))
+                return node, {"resolved": "joining peer", "node": node}
+        node = rng.choice(self.names)
+        return node, {"resolved": "random node", "node": node}
+
+    def _apply(
+        self, kind: str, v: dict[str, Any], rng: random.Random
+    ) -> tuple[Fault, dict[str, Any]]:
+        if kind == "partition":
+            return self._partition(v, rng)
+        node, extra = self._target(v, rng)
+        if kind == "kill":
+            return self.db.kill(self.control, [node]), extra
+        if kind == "pause":
+            return self.db.pause(self.control, [node]), extra
+        if kind == "slow":
+            return self._slow(node, extra)
+        raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _partition(self, v: dict[str, Any], rng: random.Random) -> tuple[Fault, dict[str, Any]]:
+        grouping = v.get("grouping", "halves")
+        names = self.names
+        if grouping in ("isolate-leader", "isolate-joining"):
+            node, extra = self._target(v, rng)
+            grudge = part.isolate(names, node)
+        elif grouping == "one-way":
+            node, extra = self._target({**v, "target": "leader"}, rng)
+            grudge, extra = part.one_way([node], [n for n in names if n != node]), extra
+        elif grouping == "ring":
+            grudge, extra = part.majorities_ring(names, rng), {}
+        elif grouping == "bridge" and len(names) >= 3:
+            grudge, extra = part.bridge(names, rng), {}
+        else:
+            grudge, extra = part.random_halves(names, rng), {}
+        return part.partition(self.control, self.nodes, grudge), extra
+
+    def _slow(self, node: str, extra: dict[str, Any]) -> tuple[Fault, dict[str, Any]]:
+        others = [n for n in self.names if n != node]
+        try:
+            fault = slow(self.control, self.nodes, {key: [node] for key in others},
+                         delay_ms=SLOW_DELAY_MS, jitter_ms=SLOW_JITTER_MS)  # fmt: skip
+            self.slow_method = "netem"
+            return fault, {**extra, "method": "netem"}
+        except NetemUnavailableError:
+            self.slow_method = "failpoint"
+        params = {"delay_ms": SLOW_DELAY_MS, "peer": node}
+        for other in others:
+            self.db.set_failpoint(other, "raft.append.delay", params)
+        fault = Fault(kind="slow", detail={"targets": {o: [node] for o in others}},
+                      commands={o: [f"POST /admin/failpoints/raft.append.delay {params}"]
+                                for o in others})  # fmt: skip
+        return fault, {**extra, "method": "failpoint"}
+
+    def _heal(self, kind: str, v: dict[str, Any]) -> dict[str, Any]:
+        entry = self.active.pop(kind, None)
+        if entry is None:
+            return {**v, "healed": None}
+        fault, extra = entry
+        if kind == "slow" and extra.get("method") == "failpoint":
+            for node in fault.detail.get("targets", {}):
+                self.db.set_failpoint(node, "raft.append.delay", None)
+            return {**v, "healed": fault.as_value()}
+        healed = fault.heal(self.control)
+        return {**v, **healed.as_value()}
+
+    def heal_everything(self) -> dict[str, Any]:
+        """Heal every fault (recorded ones first), restart and resume every node."""
+        healed = []
+        for kind in list(self.active):
+            with _quiet():
+                healed.append(self._heal(kind, {"kind": kind}).get("kind"))
+        heal_all(self.control)
+        self.db.start(self.control, self.names)  # idempotent: restarts only the dead
+        if self.slow_method == "failpoint":
+            for node in self.names:
+                with _quiet():
+                    self.db.set_failpoint(node, "raft.append.delay", None)
+        return {"healed": healed, "commands": {"*": ["heal_all", "start ember where not running"]}}
+
+
+def _quiet() -> contextlib.suppress:
+    """Suppress the errors healing a dead node may raise: heal_all follows anyway."""
+    return contextlib.suppress(ControlError, DBError, RuntimeError)
