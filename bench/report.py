@@ -66,8 +66,9 @@ def main() -> int:
     sizes = [int(s) for s in args.sizes.split(",") if s]
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-report-"))
     plotly_js()  # read once, outside the timings
+    extra = ["browser load s"] if args.browser else []
     table = Table("ops", "make run s", "render s (median)", "page MB", "timeline drew",
-                  "under 20 MB", "verdict", *(["browser load s"] if args.browser else []))  # fmt: skip
+                  "under 20 MB", "verdict", *extra)  # fmt: skip
     try:
         for size in sizes:
             with console.status(f"making a {size}-op run (generator + checkers)"):
