@@ -80,7 +80,9 @@ def run_serve(args: argparse.Namespace) -> int:
         raise CliError(f"no store at {args.store}")
     write_index(args.store)
     server = make_server(args.store, args.port)
-    console.print(f"serving {args.store} at {url_of(server)}index.html (Ctrl-C stops)")
+    console.print(
+        f"serving {args.store} at {url_of(server)}index.html (Ctrl-C stops)", soft_wrap=True
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -214,7 +214,12 @@ def _plant_stale_read(ops: list[_Op]) -> bool:
     for op in order:
         if op.f != "get" and op.effective and (op.f == "put" or op.output):
             writes.setdefault(op.key, []).append(op)
-    middle = order[len(order) // 2 :]
+    # Plant it in the least used key: the checker decides small partitions
+    # first, so even a huge history gets its verdict quickly.
+    load: dict[str, int] = {}
+    for op in ops:
+        load[op.key] = load.get(op.key, 0) + 1
+    middle = sorted(order[len(order) // 2 :], key=lambda o: load[o.key])
     for get in (o for o in middle if o.f == "get" and o.type == "ok"):
         chain = [w for w in writes.get(get.key, []) if w.point < get.point]
         for w, p in zip(chain[-2::-1], chain[:0:-1], strict=False):

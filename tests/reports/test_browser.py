@@ -119,3 +119,11 @@ def test_index_filters_and_sorts(browser: Any, tmp_path: Path) -> None:
     browser.find_element("css selector", "th[data-col=seed]").click()
     seeds = [c.text for c in browser.find_elements("css selector", "td[data-col=seed]")]
     assert seeds == ["1", "2", "3", "4"]
+
+
+def test_console_errors_are_caught(browser: Any, tmp_path: Path) -> None:
+    """The console check sees a page's errors (so a clean report means something)."""
+    page = tmp_path / "broken.html"
+    page.write_text("<!doctype html><script>console.error('planted'); undefinedCall();</script>")
+    with pytest.raises(AssertionError, match="planted"):
+        _open(browser, page, tmp_path / "broken.png")
