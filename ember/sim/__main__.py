@@ -13,7 +13,7 @@ import random
 import sys
 from pathlib import Path
 
-from ember.raft.facade import PLANTED_BUGS
+from ember.raft import PLANTED_BUGS
 from ember.sim.faults import FAULT_KINDS
 from ember.sim.report import print_header, print_summary, progress_printer
 from ember.sim.runner import SimConfig

@@ -26,10 +26,19 @@ from typing import Any
 
 import msgspec
 
-from ember.raft.errors import RaftError
-from ember.raft.facade import ChangeResult, ChangeTicket, RaftConfig, Ready, Status
-from ember.raft.messages import ConfState, Entry, Message, Snapshot, SnapshotMeta
-from ember.raft.node import RawNode
+from ember.raft import (
+    ChangeResult,
+    ConfState,
+    Entry,
+    Message,
+    RaftConfig,
+    RaftError,
+    RawNode,
+    Ready,
+    Snapshot,
+    SnapshotMeta,
+    Status,
+)
 from ember.sim.clock import NS_PER_MS, VirtualClock
 from ember.sim.network import Network
 from ember.sim.statemachine import StateMachine
@@ -382,4 +391,4 @@ def _ready_digest(rd: Ready) -> tuple[Any, ...]:
     )
 
 
-__all__ = ["GROUP", "ChangeTicket", "Cluster", "Observer", "SimNode"]
+__all__ = ["GROUP", "Cluster", "Observer", "SimNode"]

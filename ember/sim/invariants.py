@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import msgspec
 
-from ember.raft.facade import Ready, Status
-from ember.raft.messages import ConfState, Entry
+from ember.raft import ConfState, Entry, Ready, Status
 from ember.sim.cluster import Cluster, Observer, SimNode
 from ember.sim.storage import DiskLog
 

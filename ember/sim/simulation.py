@@ -14,7 +14,7 @@ from pathlib import Path
 
 import msgspec
 
-from ember.raft.facade import RaftConfig
+from ember.raft import RaftConfig
 from ember.sim.clock import NS_PER_MS, NS_PER_S, VirtualClock
 from ember.sim.cluster import Cluster
 from ember.sim.faults import Fault, Nemesis, generate_schedule

@@ -13,7 +13,7 @@ import hashlib
 
 import msgspec
 
-from ember.raft.messages import Entry
+from ember.raft import Entry
 
 
 class KvState(msgspec.Struct, kw_only=True):

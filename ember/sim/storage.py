@@ -13,8 +13,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 
-from ember.raft.facade import PersistedState
-from ember.raft.messages import ConfState, Entry, HardState, Snapshot
+from ember.raft import ConfState, Entry, HardState, PersistedState, Snapshot
 
 
 class DiskLog:

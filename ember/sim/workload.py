@@ -19,9 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.raft.errors import RaftError
-from ember.raft.facade import ChangeResult, ChangeTicket
-from ember.raft.messages import ConfState, Entry
+from ember.raft import ChangeResult, ChangeTicket, ConfState, Entry, RaftError
 from ember.sim.cluster import Cluster, Observer, SimNode
 
 CHANGE_KINDS: tuple[str, ...] = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from ember.raft.facade import RaftConfig
+from ember.raft import RaftConfig
 from ember.sim.clock import NS_PER_MS, NS_PER_S, VirtualClock
 from ember.sim.cluster import Cluster, Observer, SimNode
 from ember.sim.network import Network
