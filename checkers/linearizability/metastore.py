@@ -162,6 +162,10 @@ class MetastoreModel:
         """Never: every write bumps the one global revision."""
         return False
 
+    def observable(self, op: LinOp, checkers: list[LinOp]) -> bool:
+        """Always: every write moves the revision every read reports."""
+        return True
+
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; invoke takes {if, then, else} of the right shapes."""
         if op.f not in _FS:

@@ -20,6 +20,10 @@ A model is a pure, deterministic state machine over hashable states:
 - `commutes(a, b)`: `a` and `b` touch disjoint parts of the state, so
   placing `a` before `b` is never needed to place `b` (only the whole-map
   model says True, for different keys).
+- `observable(op, checkers)`: whether the effect of `op` (of unknown
+  outcome) could ever matter to one of `checkers`, the partition's known
+  ops whose legality depends on the state. One that cannot is dropped: not
+  firing it is always at least as good.
 - `check_shape(op)` names what is wrong with an operation the model cannot
   interpret, or returns None; the check reports it instead of crashing.
 - `summarize(op, writers)` and `viable(state, op, summary)`: look-ahead
@@ -92,6 +96,10 @@ class Model(Protocol):
         """Whether `a` and `b` touch disjoint parts of the state."""
         ...
 
+    def observable(self, op: LinOp, checkers: list[LinOp]) -> bool:
+        """Whether unknown `op` could matter to any of `checkers`."""
+        ...
+
     def check_shape(self, op: LinOp) -> str | None:
         """What is wrong with `op` for this model, or None."""
         ...
@@ -158,6 +166,11 @@ def _tiles(value: Any, base: Any, pieces: list[Any]) -> bool:
     return False
 
 
+def _kv_written(op: LinOp) -> Any:
+    """The string a kv put, append or cas writes."""
+    return op.input[1] if op.f == "cas" else op.input
+
+
 def _cas_succeeded(op: LinOp) -> bool:
     # An `ok` cas with no output (faultline) or output True succeeded; the
     # etcd fixtures' "fail cas" arrives as output False: it ran, compared
@@ -212,6 +225,10 @@ class RegisterModel:
     def commutes(self, a: LinOp, b: LinOp) -> bool:
         """Never: one partition is one register."""
         return False
+
+    def observable(self, op: LinOp, checkers: list[LinOp]) -> bool:
+        """Always (not worth refining for small value domains)."""
+        return True
 
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; cas takes [expected, new]."""
@@ -287,6 +304,20 @@ class KvModel:
 
     def commutes(self, a: LinOp, b: LinOp) -> bool:
         """Never: one partition is one key."""
+        return False
+
+    def observable(self, op: LinOp, checkers: list[LinOp]) -> bool:
+        """An unknown put/append/cas matters only if some get's result or
+        cas's expected value could contain what it writes; a failed cas
+        matters too if its expected value can be produced at all."""
+        if op.f == "delete" or not isinstance(written := _kv_written(op), str):
+            return True
+        for c in checkers:
+            target = c.output if c.f == "get" else c.input[0]
+            if c.f == "cas" and not _cas_succeeded(c):
+                return True  # "not equal" may need any change at all
+            if not isinstance(target, str) or written in target:
+                return True
         return False
 
     def check_shape(self, op: LinOp) -> str | None:
@@ -390,6 +421,10 @@ class WholeMapModel:
     def always_legal(self, op: LinOp) -> bool:
         """As the inner model."""
         return self.inner.always_legal(op)
+
+    def observable(self, op: LinOp, checkers: list[LinOp]) -> bool:
+        """As the inner model, over the checkers of the same key."""
+        return self.inner.observable(op, [c for c in checkers if c.key == op.key])
 
     def commutes(self, a: LinOp, b: LinOp) -> bool:
         """Ops on different keys."""

@@ -50,7 +50,8 @@ from checkers.linearizability.models import ILLEGAL, Model
 from checkers.linearizability.types import LinOp, Unplaceable
 
 _CALL, _RETURN = 0, 1
-_OP, _INST, _HIDE = 0, 1, 2  # move kinds: place an op, fire an unknown op, hide
+# Move kinds: place an op, fire an unknown op, hide an op, compute more moves.
+_OP, _INST, _HIDE, _MORE = 0, 1, 2, 3
 
 
 # How far ahead (in events) the next read may return and still be checked.
@@ -117,7 +118,12 @@ class Timeline:
     """A partition's operations compiled into arrays the search walks."""
 
     def __init__(self, model: Model, ops: list[LinOp]) -> None:
-        self.ops = [op for op in ops if op.known or not model.is_pure(op)]
+        checkers = [op for op in ops if op.known and not model.always_legal(op)]
+        self.ops = [
+            op
+            for op in ops
+            if op.known or (not model.is_pure(op) and model.observable(op, checkers))
+        ]
         events: list[tuple[int, int, int]] = []
         for j, op in enumerate(self.ops):
             events.append((op.call, _CALL, j))
@@ -388,26 +394,34 @@ class Search:
         return not self.mask & (1 << tl.slot[j])
 
     def _moves(self) -> list[tuple[int, int]]:
-        """Moves at the current choice point, in the order they are tried."""
-        tl, state = self.tl, self.state
+        """The first moves at a choice point: place the returning op now, or
+        hide it; the rest (ranked, costlier) only if those fail."""
+        tl = self.tl
+        o = tl.op_at[self.i]
+        moves = [(_OP, o)]
+        if tl.hideable[o] and tl.call_pos[o] < self.erased_at:
+            moves.append((_HIDE, o))
+        moves.append((_MORE, o))
+        return moves
+
+    def _more_moves(self) -> list[tuple[int, int]]:
+        """Moves that place another op (or fire an unknown one) first, most
+        promising first: those that let the returning read be placed, then
+        those that let the most pending reads be placed."""
+        tl, state, mask, model = self.tl, self.state, self.mask, self.model
         o = tl.op_at[self.i]
         # Ops that commute with o are never needed before it: whoever needs
         # them places them at its own choice point (partial-order reduction).
-        target, commutes = tl.ops[o], self.model.commutes
-        others = [
-            j
+        target, commutes = tl.ops[o], model.commutes
+        cands = [
+            (_OP, j)
             for s, j in enumerate(self.slot_op)
             if j >= 0
             and j != o
             and not tl.pure[j]
-            and not self.mask & (1 << s)
+            and not mask & (1 << s)
             and not commutes(tl.ops[j], target)
         ]
-        others.sort(key=tl.call_pos.__getitem__)
-        moves = [(_OP, o)]
-        if tl.hideable[o] and tl.call_pos[o] < self.erased_at:
-            moves.append((_HIDE, o))
-        moves.extend((_OP, j) for j in others)
         seen_sigs: set[int] = set()
         for inst in range(self.n_inst):
             sig = tl.inst_sig[inst]
@@ -417,27 +431,48 @@ class Search:
                 and not commutes(tl.ops[tl.inst_op[inst]], target)
             ):
                 seen_sigs.add(sig)
-                moves.append((_INST, inst))
-        if tl.pure[o] and self.model.step(state, tl.ops[o]) is ILLEGAL:
-            moves.sort(key=self._goal_rank)
-        return moves
+                cands.append((_INST, inst))
+        reads = [
+            j
+            for s, j in enumerate(self.slot_op)
+            if j >= 0 and tl.pure[j] and j != o and not mask & (1 << s)
+        ]
+        g = tl.next_read[self.i + 1]
+        while g >= 0 and len(reads) < 16 and tl.call_pos[g] - self.i < _LOOKAHEAD_EVENTS:
+            reads.append(g)
+            g = tl.next_read[tl.call_pos[g] + 1]
 
-    def _goal_rank(self, move: tuple[int, int]) -> int:
-        """For a returning read not legal yet: moves that make it legal
-        first, then moves that keep it reachable without help, then others."""
-        tl = self.tl
-        kind, x = move
-        if kind == _HIDE:
-            return 3
-        op = tl.ops[tl.inst_op[x] if kind == _INST else x]
-        after = self.model.step(self.state, op)
-        if after is ILLEGAL:
-            return 3
-        target = tl.ops[tl.op_at[self.i]]
-        if self.model.step(after, target) is not ILLEGAL:
-            return 0
-        o = tl.op_at[self.i]
-        return 1 if self.model.viable(after, target, tl.summary[o], _closed) else 2
+        def is_open_no_reset(w: LinOp) -> bool:
+            return not model.erases(w) and self._is_open(w)
+
+        ranked = []
+        for kind, x in cands:
+            j = tl.inst_op[x] if kind == _INST else x
+            after = model.step(state, tl.ops[j])
+            if after is ILLEGAL or (kind == _INST and after == state):
+                continue
+            goal = 0
+            probe = after
+            if tl.pure[o]:
+                if model.step(after, target) is ILLEGAL:
+                    reachable = model.viable(after, target, tl.summary[o], is_open_no_reset)
+                    goal = 1 if reachable else 2
+            else:
+                placed = model.step(after, target)
+                probe = after if placed is ILLEGAL else placed
+            # Reads that could still be met from here without a reset.
+            hits = sum(
+                1
+                for r in reads
+                if model.viable(probe, tl.ops[r], tl.summary[r], is_open_no_reset)
+                or (
+                    probe is not after
+                    and model.viable(after, tl.ops[r], tl.summary[r], is_open_no_reset)
+                )
+            )
+            ranked.append(((goal, -hits, kind, tl.call_pos[j]), (kind, x)))
+        ranked.sort()
+        return [move for _, move in ranked]
 
     def _open_frame(self) -> None:
         """Push the current choice point with its moves (none if seen)."""
@@ -465,6 +500,12 @@ class Search:
             while k < len(moves):
                 kind, x = moves[k]
                 k += 1
+                if kind == _MORE:
+                    self._restore(i, slots, n_inst, plen)
+                    self.state, self.mask, self.used = state, mask, used
+                    self.erased_at, self.fresh = erased_at, fresh
+                    moves.extend(self._more_moves())
+                    continue
                 j = tl.inst_op[x] if kind == _INST else x
                 op = tl.ops[j]
                 after = state if kind == _HIDE else model.step(state, op)
