@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from . import _membership as mem
+from . import quorum
 from .messages import (
     AppendEntries,
     AppendEntriesResp,
@@ -45,6 +46,8 @@ def refresh_conf(n: RawNode) -> bool:
     fields = {"peers": sorted(conf.peers), "learners": sorted(conf.learners)}
     old = None if conf.old_peers is None else sorted(conf.old_peers)
     n._emit("config-applied", index=index, stage=stage, token=token, old_peers=old, **fields)
+    if n._transferee is not None and n._transferee not in quorum.voters(conf):
+        n._transferee = None  # leadership can only go to a voter of the config in force
     return True
 
 

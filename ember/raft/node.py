@@ -341,7 +341,17 @@ class RawNode:
             self._emit("leader", leader=leader)
 
     def _is_promotable(self) -> bool:
-        return self.id in quorum.voters(self.conf)
+        """Whether this node may campaign: a voter of the configuration in
+        force, or of the one before it while the entry that removed it is not
+        known committed. Without the second case a group can deadlock: if the
+        old voters hold an uncommitted C(new) that the new voters lack, none of
+        them could campaign and the new voters' logs are too short to win."""
+        if self.id in quorum.voters(self.conf):
+            return True
+        if self.conf_index <= self.log.committed:
+            return False
+        previous, _, _ = fol.conf_at(self, self.conf_index - 1)
+        return self.id in quorum.voters(previous)
 
     def _in_lease(self) -> bool:
         return self.leader is not None and self._election_elapsed < self.cfg.election_timeout_ticks

@@ -366,3 +366,25 @@ def test_demote_voter_to_learner_keeps_replicating_to_it():
     net.tick(times=2)
     assert net.disks["n3"].applied[-1].data == b"after"
     assert not net.nodes["n3"]._is_promotable()
+
+
+def test_old_voters_holding_an_uncommitted_removal_can_still_elect_a_leader():
+    """If C(new) reached only the old voters, one of them campaigns and finishes the change."""
+    net = cluster()
+    leader = net.nodes["n1"]
+    net.add("n4")
+    net.add("n5")
+    # C(new) = (n4 n5) gets appended by the old voters but never reaches n4, n5.
+    net.drop = lambda m: carries_config(m, stable_only=True) and m.dst in {"n4", "n5"}
+    leader.change_peers(["n4", "n5"], token=1)
+    net.deliver()
+    assert net.nodes["n2"].conf.peers == ("n4", "n5")
+    assert net.nodes["n4"].conf.is_joint  # n4 holds C(old,new) only
+    net.down.add("n1")  # the leader dies before C(new) commits
+    net.drop = lambda m: False
+    net.tick(times=60)
+    new = net.leader()
+    assert new is not None
+    assert new.id in {"n4", "n5"}
+    assert not new.conf.is_joint
+    assert new.conf.peers == ("n4", "n5")

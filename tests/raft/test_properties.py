@@ -11,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import random
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from ember.raft import Entry, RaftConfig, RaftError
+from ember.raft import Entry, RaftConfig, RaftError, RawNode
 
 from .driver import Net
 
@@ -44,25 +44,37 @@ class Checker:
     def __init__(self) -> None:
         self.leaders: dict[int, str] = {}
         self.applied: dict[int, Entry] = {}
+        # For each applied index, an upper bound on the term it committed in:
+        # the highest term any node had when we first saw it applied.
+        self.commit_term: dict[int, int] = {}
 
     def check(self, net: Net) -> None:
+        """Assert every safety property on the current state of `net`."""
+        top_term = max(n.term for n in net.nodes.values())
         for node_id, node in net.nodes.items():
             if node.role == "leader":
-                # Election safety: one leader per term.
-                assert self.leaders.setdefault(node.term, node_id) == node_id
-                # Never two uncommitted configuration entries in a leader's log.
-                pending = [
-                    e
-                    for e in node.log.slice(node.log.committed + 1, node.log.last_index + 1)
-                    if e.kind == "config"
-                ]
-                assert len(pending) <= 1, pending
+                self.check_leader(node_id, node)
             # State machine safety: every node applies the same entry at an index.
             for e in net.disks[node_id].applied:
                 seen = self.applied.setdefault(e.index, e)
+                self.commit_term.setdefault(e.index, top_term)
                 assert (seen.term, seen.data, seen.kind) == (e.term, e.data, e.kind)
             # Commit never exceeds the log and applied never exceeds commit.
             assert node.log.applied <= node.log.committed <= node.log.last_index
+
+    def check_leader(self, node_id: str, node: RawNode) -> None:
+        """Election safety, one pending config entry, leader completeness."""
+        assert self.leaders.setdefault(node.term, node_id) == node_id
+        pending = [
+            e
+            for e in node.log.slice(node.log.committed + 1, node.log.last_index + 1)
+            if e.kind == "config"
+        ]
+        assert len(pending) <= 1, pending
+        # A leader of a later term than an entry's commit holds that entry.
+        for index, e in self.applied.items():
+            if index > node.log.offset and node.term > self.commit_term[index]:
+                assert node.log.term(index) == e.term, (node_id, index)
 
 
 class Scenario:
@@ -153,6 +165,16 @@ def run(ops: list[tuple], seed: int, bugs: frozenset[str] = frozenset()) -> Net:
 
 
 @settings(deadline=None)
+@example(  # a transfer outliving a change once left the group with no possible leader
+    ops=[
+        ("propose", 0),
+        ("partition", {"n1"}),
+        ("transfer", "n1"),
+        ("change", {"n2", "n3"}, set()),
+        ("change", {"n1"}, set()),
+    ],
+    seed=0,
+)
 @given(st.lists(op, min_size=5, max_size=60), st.integers(0, 2**16))
 def test_random_schedules_keep_raft_safe_and_converge(ops, seed):
     """Under random faults: one leader per term, identical applied entries, convergence."""
