@@ -58,43 +58,34 @@ def _op_rows(data: RunData, failure: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def linearizability_svg(data: RunData, failure: dict[str, Any]) -> tuple[str, dict[str, int]]:
-    """The failing partition drawing (HTML with inline SVG) and its counts."""
-    rows = _op_rows(data, failure)
+def _classify(rows: list[dict[str, Any]], failure: dict[str, Any]) -> dict[int, str]:
+    """op id -> prefix / unplaceable / concurrent, for the ops worth drawing."""
     prefix = [int(i) for i in failure.get("linearized_prefix") or []]
-    order = {op_id: n + 1 for n, op_id in enumerate(prefix)}
     bad = {int(u["op"]["id"]) for u in failure.get("unplaceable") or [] if u.get("op")}
-    by_id = {r["id"]: r for r in rows}
     end = max((r["ret"] or r["call"] for r in rows), default=0) + 1
-    bad_rows = [by_id[i] for i in bad if i in by_id]
+    bad_rows = [r for r in rows if r["id"] in bad]
     lo_bad = min((r["call"] for r in bad_rows), default=end)
     hi_bad = max(((r["ret"] if r["ret"] is not None else end) for r in bad_rows), default=end)
-    concurrent = {
-        r["id"]
-        for r in rows
-        if r["id"] not in bad
-        and r["id"] not in order
-        and r["call"] <= hi_bad
-        and (r["ret"] if r["ret"] is not None else end) >= lo_bad
-    }
-    keep = set(prefix[-PREFIX_TAIL:]) | bad | concurrent
-    drawn = [r for r in rows if r["id"] in keep]
-    counts = {
-        "prefix": len(prefix),
-        "unplaceable": len(bad),
-        "concurrent": len(concurrent),
-        "drawn": len(drawn),
-        "partition_ops": len(rows),
-    }
-    if not drawn:
-        return "<p>The failing partition has no operations to draw.</p>", counts
+    kinds = dict.fromkeys(prefix[-PREFIX_TAIL:], "prefix")
+    in_prefix = set(prefix)
+    for r in rows:
+        if r["id"] in bad:
+            kinds[r["id"]] = "unplaceable"
+        elif r["id"] not in in_prefix and r["call"] <= hi_bad and (r["ret"] or end) >= lo_bad:
+            kinds[r["id"]] = "concurrent"
+    return kinds
+
+
+def _svg(rows: list[dict[str, Any]], kinds: dict[int, str], order: dict[int, int]) -> str:
+    end = max((r["ret"] or r["call"] for r in rows), default=0) + 1
     # Ops of unknown outcome stay open to the end of the history; clip the
     # drawing to the stretch around the prefix tail and the unplaceable op.
-    focus = [r for r in drawn if r["id"] in bad or r["id"] in order] or drawn
+    focus = [r for r in rows if kinds[r["id"]] != "concurrent"] or rows
     x0 = min(r["call"] for r in focus)
-    x1 = max(max((r["ret"] for r in drawn if r["ret"] is not None), default=x0), hi_bad) + 2
-    x1 = min(x1, end)
-    procs = sorted({str(r["process"]) for r in drawn}, key=lambda p: (len(p), p))
+    rets = [r["ret"] for r in rows if r["ret"] is not None]
+    rets += [r["call"] for r in rows if kinds[r["id"]] == "unplaceable"]
+    x1 = min(max(rets, default=x0) + 2, end)
+    procs = sorted({str(r["process"]) for r in rows}, key=lambda p: (len(p), p))
     scale = (WIDTH_PX - LEFT_PX - 10) / max(1, x1 - x0)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="lin-svg" width="{WIDTH_PX}" '
@@ -102,34 +93,44 @@ def linearizability_svg(data: RunData, failure: dict[str, Any]) -> tuple[str, di
     ]
     for row, proc in enumerate(procs):
         parts.append(f'<text x="4" y="{row * ROW_PX + 20}">p{_ESC(proc)}</text>')
-    for r in drawn:
-        kind = (
-            "unplaceable"
-            if r["id"] in bad
-            else "prefix"
-            if r["id"] in order
-            else "concurrent"
-            if r["id"] in concurrent
-            else "other"
-        )
-        color = {"unplaceable": "#d62728", "prefix": "#2ca02c", "concurrent": "#ff7f0e"}[kind]
+    for r in rows:
+        kind = kinds[r["id"]]
         call, ret = max(r["call"], x0), min(r["ret"] if r["ret"] is not None else end, x1)
         x, y = LEFT_PX + (call - x0) * scale, procs.index(str(r["process"])) * ROW_PX + 6
-        w = max(3.0, (ret - call) * scale)
-        title = f"op {r['id']}: {r['label']}" + (
-            f" [#{order[r['id']]}]" if r["id"] in order else ""
-        )
+        number = f"#{order[r['id']]} " if r["id"] in order else ""
+        title = f"{number}op {r['id']}: {r['label']}"
         if r["ret"] is None:
             title += " (outcome unknown)"
-        label = f"#{order[r['id']]} " if r["id"] in order else ""
         parts.append(
             f'<g class="lin-op lin-{kind}" data-op="{r["id"]}"><title>{_ESC(title)}</title>'
-            f'<rect x="{x:.1f}" y="{y}" width="{w:.1f}" height="{ROW_PX - 8}" rx="3" '
-            f'fill="{color}" fill-opacity="0.8"/><text x="{x + 3:.1f}" y="{y + 13}" '
-            f'fill="#fff">{_ESC(label + r["label"])[:60]}</text></g>'
+            f'<rect x="{x:.1f}" y="{y}" width="{max(3.0, (ret - call) * scale):.1f}" '
+            f'height="{ROW_PX - 8}" rx="3" fill="{_COLORS[kind]}" fill-opacity="0.8"/>'
+            f'<text x="{x + 3:.1f}" y="{y + 13}" fill="#fff">{_ESC((number + r["label"])[:60])}'
+            "</text></g>"
         )
     parts.append("</svg>")
-    notes = _states_html(failure)
+    return "".join(parts)
+
+
+_COLORS = {"unplaceable": "#d62728", "prefix": "#2ca02c", "concurrent": "#ff7f0e"}
+
+
+def linearizability_svg(data: RunData, failure: dict[str, Any]) -> tuple[str, dict[str, int]]:
+    """The failing partition drawing (HTML with inline SVG) and its counts."""
+    rows = _op_rows(data, failure)
+    prefix = [int(i) for i in failure.get("linearized_prefix") or []]
+    order = {op_id: n + 1 for n, op_id in enumerate(prefix)}
+    kinds = _classify(rows, failure)
+    drawn = [r for r in rows if r["id"] in kinds]
+    counts = {
+        "prefix": len(prefix),
+        "unplaceable": sum(1 for k in kinds.values() if k == "unplaceable"),
+        "concurrent": sum(1 for k in kinds.values() if k == "concurrent"),
+        "drawn": len(drawn),
+        "partition_ops": len(rows),
+    }
+    if not drawn:
+        return "<p>The failing partition has no operations to draw.</p>", counts
     cut = counts["partition_ops"] - counts["drawn"]
     head = (
         f"<p>Key <code>{_ESC(repr(failure.get('key')))}</code>: {counts['partition_ops']} "
@@ -140,7 +141,8 @@ def linearizability_svg(data: RunData, failure: dict[str, Any]) -> tuple[str, di
         '<span class="sw unplaceable"></span>cannot be placed <span class="sw concurrent">'
         "</span>concurrent</p>"
     )
-    return head + f'<div class="scroll">{"".join(parts)}</div>' + notes, counts
+    body = f'<div class="scroll">{_svg(drawn, kinds, order)}</div>'
+    return head + body + _states_html(failure), counts
 
 
 def _states_html(failure: dict[str, Any]) -> str:
