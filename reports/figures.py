@@ -81,22 +81,30 @@ def _layout(data: RunData, title: str, height: int, **extra: Any) -> dict[str, A
 
 
 def select_ops(data: RunData, anchors: list[int]) -> tuple[list[Operation], list[str]]:
-    """The client ops the timeline draws, and the windows it drew (see module doc)."""
+    """The client ops the timeline draws, and the windows it drew (see module doc).
+
+    Anchors come first-anomaly first; past `TIMELINE_BUDGET // 20` of them
+    the rest are dropped so each window keeps at least 20 ops. With no
+    anchor the window is the start of the run.
+    """
     ops = sorted(data.client_ops, key=lambda op: op.invoke_time)
-    if len(ops) <= TIMELINE_BUDGET or not anchors:
-        ops = ops[:TIMELINE_BUDGET]
+    if len(ops) <= TIMELINE_BUDGET:
         return ops, []
-    per = max(20, TIMELINE_BUDGET // len(anchors))
+    anchors = anchors[: TIMELINE_BUDGET // 20] or [ops[0].invoke_time]
+    per = TIMELINE_BUDGET // len(anchors)
     times = [op.invoke_time for op in ops]
-    chosen: set[int] = set()
-    windows = []
+    ranges = []
     for t in anchors:
-        mid = bisect.bisect_left(times, t)
-        lo, hi = max(0, mid - per // 2), min(len(ops), mid + per // 2)
-        chosen.update(range(lo, hi))
-        if lo < hi:
-            windows.append(f"{_s(times[lo]):.3f}-{_s(times[hi - 1]):.3f} s")
-    return [ops[i] for i in sorted(chosen)], windows
+        lo = max(0, min(bisect.bisect_left(times, t) - per // 2, len(ops) - per))
+        ranges.append((lo, lo + per))
+    merged: list[list[int]] = []
+    for lo, hi in sorted(ranges):
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    windows = [f"{_s(times[lo]):.3f}-{_s(times[hi - 1]):.3f} s" for lo, hi in merged]
+    return [op for lo, hi in merged for op in ops[lo:hi]], windows
 
 
 def _describe_op(op: Operation) -> str:

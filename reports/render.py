@@ -91,6 +91,11 @@ ember {_ESC(ember_version(plan))}</p>
 <details><summary>Plan parameters</summary><table id="plan">{params}</table></details></section>"""
 
 
+def _listed(items: list[str], limit: int = 12) -> str:
+    more = len(items) - limit
+    return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
+
+
 def _timeline_section(data: RunData) -> str:
     anchors = [t for t, _ in anomaly_times(data)[:1]]
     for w in data.faults:
@@ -101,7 +106,7 @@ def _timeline_section(data: RunData) -> str:
     if len(ops) < total:
         note = (
             f"Aggregated: the timeline draws {len(ops)} of {total} operations, in windows "
-            f"around the first anomaly and each fault's start and end ({', '.join(windows)})."
+            f"around the first anomaly and each fault's start and end ({_listed(windows)})."
             " Latency and throughput below cover every operation."
         )
     else:

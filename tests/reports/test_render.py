@@ -197,3 +197,31 @@ def test_serve_command_serves_until_stopped(store: Path) -> None:
             proc.wait()
         if proc.stderr is not None:
             proc.stderr.close()
+
+
+def test_large_history_without_faults_draws_the_start(tmp_path: Path) -> None:
+    """With no fault or anomaly to centre on, the timeline draws the budget from the start."""
+    ops = figures.TIMELINE_BUDGET + 500
+    run = make_run(tmp_path, seed=6, ops=ops, faults=False, changes=False, rebalance=False)
+    data = load_run_data(run.path)
+    drawn, windows = figures.select_ops(data, [])
+    assert len(drawn) == figures.TIMELINE_BUDGET
+    assert drawn[0].invoke_time == min(op.invoke_time for op in data.client_ops)
+    assert len(windows) == 1
+
+
+def test_raft_anomaly_shows_its_events_side_by_side(tmp_path: Path) -> None:
+    """Two leaders in one term: the anomaly row holds both nodes' role events."""
+    audit = {
+        node: [{"kind": "role", "group": "g1", "role": "leader", "term": 3, "mono_ns": 5,
+                "node": node}]
+        for node in ("n1", "n2")
+    }  # fmt: skip
+    h = HistoryBuilder().op(0, "put", key="a", value=1)
+    run = write_run(tmp_path / "t" / "20260101T000000-0", h.lines(), {"name": "t"}, audit)
+    assert cli.main(["check", str(run), "--checker", "raft"]) == 1
+    page = render_html(load_run_data(run))
+    row = re.search(r'<tr class="anomaly" data-checker="raft">.*?</tr>', page, re.S)
+    assert row is not None
+    assert "two-leaders" in row.group(0)
+    assert row.group(0).count('<td class="ev">') == 2
