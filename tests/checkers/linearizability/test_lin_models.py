@@ -1,0 +1,135 @@
+"""Model semantics, input validation and the faultline history adapter."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from checkers.history import Operation
+from checkers.linearizability import MODELS, HistoryError, LinOp, check, ops_from_history
+from checkers.linearizability.models import ILLEGAL
+
+META = MODELS["metastore"]
+
+
+def _op(f: str, key: object = None, input: object = None, output: object = None) -> LinOp:
+    return LinOp(id=0, process=0, call=0, ret=1, f=f, key=key, input=input, output=output)
+
+
+def _run(model_name: str, ops: list[LinOp]) -> object:
+    model = MODELS[model_name]
+    state = model.init()
+    for op in ops:
+        state = model.step(state, op)
+        if state is ILLEGAL:
+            return ILLEGAL
+    return model.describe(state)
+
+
+def test_metastore_put_bumps_the_global_revision() -> None:
+    """Each put returns the next revision and sets mod/create revisions."""
+    after = _run("metastore", [_op("put", "a", 1, 1), _op("put", "b", 2, 2), _op("put", "a", 3, 3)])
+    assert after == {
+        "revision": 3,
+        "keys": {
+            "a": {"value": 3, "create_revision": 1, "mod_revision": 3, "version": 2},
+            "b": {"value": 2, "create_revision": 2, "mod_revision": 2, "version": 1},
+        },
+    }
+    assert _run("metastore", [_op("put", "a", 1, 2)]) is ILLEGAL
+
+
+def test_metastore_get_checks_value_and_revisions() -> None:
+    """get reports value, mod_revision and the current revision."""
+    put = _op("put", "a", 1, 1)
+    ok = _op("get", "a", None, {"value": 1, "mod_revision": 1, "revision": 1})
+    stale = _op("get", "a", None, {"value": 1, "mod_revision": 1, "revision": 0})
+    absent = _op("get", "b", None, {"value": None, "mod_revision": 0})
+    assert _run("metastore", [put, ok, absent]) is not ILLEGAL
+    assert _run("metastore", [put, stale]) is ILLEGAL
+
+
+def test_metastore_invoke_is_atomic_and_conditional() -> None:
+    """invoke applies then or else at one revision and reports which."""
+    spec = {
+        "if": [{"key": "a", "target": "exists", "op": "eq", "value": False}],
+        "then": [{"op": "put", "key": "a", "value": 1}, {"op": "put", "key": "b", "value": 2}],
+        "else": [{"op": "delete", "key": "a"}],
+    }
+    first = _op("invoke", None, spec, {"succeeded": True, "revision": 1})
+    second = _op("invoke", None, spec, {"succeeded": False, "revision": 2})
+    after = _run("metastore", [first, second])
+    assert after == {
+        "revision": 2,
+        "keys": {"b": {"value": 2, "create_revision": 1, "mod_revision": 1, "version": 1}},
+    }
+    wrong = _op("invoke", None, spec, {"succeeded": False})
+    assert _run("metastore", [wrong]) is ILLEGAL
+
+
+def test_metastore_delete_of_absent_key_keeps_the_revision() -> None:
+    """A delete that removes nothing writes nothing."""
+    assert _run("metastore", [_op("delete", "a", None, 0)]) == {"revision": 0, "keys": {}}
+
+
+def test_cas_register_failed_cas_means_compared_unequal() -> None:
+    """cas output False is legal only when the value differs from expected."""
+    write = _op("write", None, 1)
+    assert _run("cas-register", [write, _op("cas", None, (2, 3), False)]) == 1
+    assert _run("cas-register", [write, _op("cas", None, (1, 3), False)]) is ILLEGAL
+    assert _run("cas-register", [write, _op("cas", None, (1, 3), True)]) == 3
+
+
+def test_kv_append_to_absent_key_starts_from_empty() -> None:
+    """append onto an absent key gives the appended value."""
+    assert _run("kv", [_op("append", "k", "x"), _op("append", "k", "y")]) == "xy"
+
+
+@pytest.mark.parametrize(
+    ("model", "op", "message"),
+    [
+        ("register", _op("cas", None, (1, 2)), "model register has no operation 'cas'"),
+        ("kv", _op("cas", "k", 5), "cas needs input [expected, new]"),
+        ("metastore", _op("invoke", None, {"if": [{"key": "a"}]}), "condition needs key and value"),
+    ],
+)
+def test_bad_operations_get_one_clear_error(model: str, op: LinOp, message: str) -> None:
+    """An op the model cannot interpret raises HistoryError naming it."""
+    with pytest.raises(HistoryError, match="operation 0: .*" + re.escape(message)):
+        check([op], model)
+
+
+def test_unknown_model_and_bad_times_are_rejected() -> None:
+    """Unknown model names and returns before calls are errors, not crashes."""
+    with pytest.raises(HistoryError, match="no model 'nope'"):
+        check([], "nope")
+    with pytest.raises(HistoryError, match="returns"):
+        check([LinOp(id=1, process=0, call=5, ret=2, f="read")], "register")
+    with pytest.raises(HistoryError, match="appears twice"):
+        check([_op("read"), _op("read")], "register")
+
+
+def test_ops_from_history_maps_faultline_semantics() -> None:
+    """ok is known, info unknown and open, fail and nemesis ops dropped."""
+
+    def operation(process: object, type_: str, f: str, **kw: object) -> Operation:
+        idx = kw.pop("idx", 0)
+        return Operation(
+            process=process, f=f, type=type_, invoke_index=idx, invoke_time=idx,  # type: ignore[arg-type]
+            complete_index=None if type_ == "info" else idx + 1, complete_time=None, **kw,  # type: ignore[arg-type]
+        )  # fmt: skip
+
+    ops = ops_from_history(
+        [
+            operation(1, "ok", "write", key="k", value=[1, 2], idx=0),
+            operation(2, "fail", "write", key="k", value=9, idx=2),
+            operation(3, "info", "write", key="k", value=3, idx=4),
+            operation("nemesis", "info", "partition", idx=6),
+            operation(4, "ok", "read", key="k", result=3, idx=8),
+        ],
+        "register",
+    )
+    assert [(o.id, o.known, o.ret) for o in ops] == [(0, True, 1), (4, False, None), (8, True, 9)]
+    assert ops[0].input == (1, 2)
+    assert check(ops, "register").valid is True
