@@ -17,19 +17,34 @@ linearization and memoisation:
 - Walking forward, nothing is chosen until a return event finds its
   operation not yet linearized (Lowe's just-in-time rule). That is a
   choice point. Its moves, tried in order: linearize the returning op now;
-  or first linearize another pending op (earliest return first) or fire an
-  unknown op that changes the state, then decide again. Exhausting every
-  move at a choice point is a dead end; the search backtracks.
+  "hide" it (below); or first linearize another pending op or fire an
+  unknown op, then decide again. The last kind is computed lazily, only
+  when the first two fail, and ranked: moves after which the returning
+  read, or pending and upcoming reads, can be met without a reset first.
+  Exhausting every move at a choice point is a dead end; the search
+  backtracks.
 - Pruning that keeps the search exact:
   * a pure operation (a read; a cas known to have failed) never changes the
     state, so it is linearized as soon as it is legal (at its call, or after
     any state change while it is pending): doing so never loses a
-    linearization. Pure operations of unknown outcome are dropped.
+    linearization. Pure operations of unknown outcome are dropped, and so
+    are unknown writes whose effect no check in the partition could see.
   * unknown operations with the same (f, key, input) are interchangeable:
     the search always uses the earliest-called unused one, so "which ones
     were used" is canonical; a configuration that used a superset of the
     unknown operations another visited one used, at the same position,
     state and mask, is dominated and skipped.
+  * hiding: an always-legal op (a put, an append) placed just before a
+    blind write (an "erase") has no visible effect. So an op pending when
+    an erase was placed may, at its return, be "hidden" behind that erase
+    after the fact; and an erase right after such an op, with nothing
+    observed between, is never tried (hiding covers it). This replaces
+    trying every subset of concurrent writes before each blind write.
+  * look-ahead (model `viable`): a configuration is dead when a pending
+    read, or one of the next reads to be called, can no longer be met by
+    the writers still unplaced; switched on after the first dead end.
+  * partial-order reduction: ops that commute with the returning op (other
+    keys, in the whole-map model) are never placed before it.
   * memo: a choice point already explored (or dominated) is not explored
     again. The memo is capped; when full its older half is dropped, which
     costs repeated work but never correctness.
@@ -47,9 +62,10 @@ from typing import Any
 import msgspec
 
 from checkers.linearizability.models import ILLEGAL, Model
+from checkers.linearizability.timeline import CALL as _CALL
+from checkers.linearizability.timeline import Timeline
 from checkers.linearizability.types import LinOp, Unplaceable
 
-_CALL, _RETURN = 0, 1
 # Move kinds: place an op, fire an unknown op, hide an op, compute more moves.
 _OP, _INST, _HIDE, _MORE = 0, 1, 2, 3
 
@@ -112,100 +128,6 @@ class Budget(msgspec.Struct, frozen=True):
             raise OutOfBudgetError("time limit reached")
         if self.max_rss_bytes and rss_bytes() > self.max_rss_bytes:
             raise OutOfBudgetError("memory limit reached")
-
-
-class Timeline:
-    """A partition's operations compiled into arrays the search walks."""
-
-    def __init__(self, model: Model, ops: list[LinOp]) -> None:
-        checkers = [op for op in ops if op.known and not model.always_legal(op)]
-        self.ops = [
-            op
-            for op in ops
-            if op.known or (not model.is_pure(op) and model.observable(op, checkers))
-        ]
-        events: list[tuple[int, int, int]] = []
-        for j, op in enumerate(self.ops):
-            events.append((op.call, _CALL, j))
-            if op.known:
-                assert op.ret is not None
-                events.append((op.ret, _RETURN, j))
-        # A call and a return at the same instant count as concurrent.
-        events.sort()
-        self.kind = [e[1] for e in events]
-        self.op_at = [e[2] for e in events]
-        n = len(self.ops)
-        self.pure = [model.is_pure(op) for op in self.ops]
-        self.erases = [model.erases(op) for op in self.ops]
-        # Known ops that may be placed just before an erasing op at no cost.
-        self.hideable = [op.known and model.always_legal(op) for op in self.ops]
-        self.slot = [-1] * n
-        self.ret_pos = [0] * n
-        self.call_pos = [0] * n
-        self.index = {op.id: j for j, op in enumerate(self.ops)}
-        self.inst = [-1] * n  # instance number of an unknown op, in call order
-        self.inst_op: list[int] = []
-        self.inst_sig: list[int] = []
-        self._assign(events)
-        self.summary: list[Any] = [None] * n
-        self._summarize(model, events)
-        # For each position, the first pure known op called after it (-1: none).
-        self.next_read = [-1] * (len(events) + 1)
-        for pos in range(len(events) - 1, -1, -1):
-            j = self.op_at[pos]
-            is_read = self.kind[pos] == _CALL and self.pure[j] and self.ops[j].known
-            self.next_read[pos] = j if is_read else self.next_read[pos + 1]
-
-    def _assign(self, events: list[tuple[int, int, int]]) -> None:
-        free: list[int] = []
-        width = 0
-        sigs: dict[tuple[str, str, bytes], int] = {}
-        for pos, (_, kind, j) in enumerate(events):
-            op = self.ops[j]
-            if kind == _RETURN:
-                self.ret_pos[j] = pos
-                free.append(self.slot[j])
-                free.sort(reverse=True)
-                continue
-            self.call_pos[j] = pos
-            if op.known:
-                if free:
-                    self.slot[j] = free.pop()
-                else:
-                    self.slot[j] = width
-                    width += 1
-            else:
-                sig = (op.f, repr(op.key), repr(op.input).encode())
-                self.inst[j] = len(self.inst_op)
-                self.inst_op.append(j)
-                self.inst_sig.append(sigs.setdefault(sig, len(sigs)))
-        self.width = width
-        self.n_sigs = len(sigs)
-
-    def _summarize(self, model: Model, events: list[tuple[int, int, int]]) -> None:
-        """Give each pure known op the model's summary of the writers that
-        overlap it: those active at its call, called before its return."""
-        active: dict[int, LinOp] = {}  # known writers between call and return
-        unknown: list[LinOp] = []  # writers of unknown outcome, open forever
-        calls: list[LinOp] = []  # every writer, in call order
-        at_call: dict[int, tuple[list[LinOp], int, int]] = {}
-        for _, kind, j in events:
-            op = self.ops[j]
-            if self.pure[j]:
-                if kind == _CALL:
-                    at_call[j] = (list(active.values()), len(unknown), len(calls))
-                else:
-                    before, n_unknown, n_calls = at_call.pop(j)
-                    writers = before + unknown[:n_unknown] + calls[n_calls:]
-                    self.summary[j] = model.summarize(op, writers)
-            elif kind == _CALL:
-                calls.append(op)
-                if op.known:
-                    active[j] = op
-                else:
-                    unknown.append(op)
-            else:
-                del active[j]
 
 
 class Outcome:
