@@ -87,15 +87,30 @@ class Group:
         if persisted.snapshot is not None:
             self.sm.restore(persisted.snapshot.data, persisted.snapshot.meta.index)
         self.raw = RawNode(node_id, group_id, config, rng, persisted=None if fresh else persisted)
+        hs = persisted.hard_state
+        self._term_vote: tuple[int, str | None] = (hs.term, hs.vote)
         # index -> (term proposed in, future of the command's result)
         self.waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}
         self.tickets: dict[int, asyncio.Future[ChangeResult]] = {}
         self._snap_mark: tuple[int, bytes] | None = None
 
-    def persist(self, rd: Ready) -> None:
-        """Stage a Ready's snapshot, entries and hard state (durable at commit)."""
-        if rd.snapshot is not None or rd.entries or rd.hard_state is not None:
-            self.storage.save(rd.entries, rd.hard_state, rd.snapshot)
+    def persist(self, rd: Ready) -> bool:
+        """Stage a Ready's snapshot, entries and hard state (durable at commit).
+
+        Returns whether the Ready must be durable before its messages go out:
+        new entries, a snapshot, or a new term or vote. A hard state whose only
+        change is the commit index need not wait (as etcd's MustSync): the
+        commit index is re-learnt from the leader after a restart, so it rides
+        along with the next fsync instead of costing one of its own.
+        """
+        if rd.snapshot is None and not rd.entries and rd.hard_state is None:
+            return False
+        self.storage.save(rd.entries, rd.hard_state, rd.snapshot)
+        hs = rd.hard_state
+        vote_changed = hs is not None and (hs.term, hs.vote) != self._term_vote
+        if hs is not None:
+            self._term_vote = (hs.term, hs.vote)
+        return bool(rd.entries) or rd.snapshot is not None or vote_changed
 
     def apply(self, rd: Ready) -> list[tuple[int, str]]:
         """Apply a Ready's snapshot and committed entries; answer their waiters.

@@ -132,6 +132,10 @@ class NodeRuntime:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         await self.transport.close()
+        if self.store.has_pending:
+            # Commit indexes staged without a sync of their own (see Group.persist).
+            with contextlib.suppress(Exception):
+                self.store.commit()
         for item in self._inbox:
             if isinstance(item, tuple) and not item[2].done():
                 item[2].set_exception(NodeStopping("node stopping"))
@@ -250,11 +254,12 @@ class NodeRuntime:
 
     async def _round(self, readies: list[tuple[Group, Ready]]) -> None:
         self._maybe_crash("before-persist")
+        must_sync = False
         for group, rd in readies:
             if rd.snapshot is not None and rd.snapshot.meta.index > 0:
                 self._maybe_crash("snapshot-install")
-            group.persist(rd)
-        if self.store.has_pending:
+            must_sync = group.persist(rd) or must_sync
+        if must_sync:
             await asyncio.to_thread(self.store.commit)
         self._maybe_crash("after-persist")
         for group, rd in readies:
