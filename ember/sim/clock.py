@@ -11,21 +11,23 @@ a run a pure function of its seed.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 
 
-@dataclass(order=True, frozen=True, slots=True)
-class Event:
-    """One scheduled event: `kind` names the handler, `payload` its argument."""
+class Event(NamedTuple):
+    """One scheduled event: `kind` names the handler, `payload` its argument.
+
+    A tuple so the heap compares in C; `seq` is unique, so the comparison never
+    reaches `kind` or `payload`.
+    """
 
     at_ns: int
     seq: int
-    kind: str = field(compare=False)
-    payload: Any = field(compare=False, default=None)
+    kind: str
+    payload: Any = None
 
 
 class VirtualClock:
