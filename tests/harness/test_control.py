@@ -9,7 +9,8 @@ from harness.backends.base import NodeHandle, SshTarget
 from harness.control import CommandError, Control, ControlError, UnreachableError
 from tests.harness.cluster_fixtures import SharedCluster
 
-pytestmark = pytest.mark.docker
+# The first test to ask for the cluster builds the image: minutes when cold.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
 
 def test_run_all_reaches_every_node(cluster: SharedCluster) -> None:

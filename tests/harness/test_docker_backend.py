@@ -12,7 +12,8 @@ from harness.control import Control, UnreachableError
 from harness.images import ImageBuildError, base_tag, build_image, docker_build, snapshot_source
 from tests.harness.cluster_fixtures import SharedCluster
 
-pytestmark = pytest.mark.docker
+# The first test to ask for the cluster builds the image: minutes when cold.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
 
 def _leftovers(name: str) -> list[str]:

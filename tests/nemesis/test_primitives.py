@@ -14,7 +14,8 @@ from nemesis.heal import heal_all
 from nemesis.slow import NetemUnavailableError, is_netem_available, slow
 from tests.harness.cluster_fixtures import SharedCluster
 
-pytestmark = pytest.mark.docker
+# The first test to ask for the cluster builds the image: minutes when cold.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 
 SPEC = proc.ProcessSpec(pidfile="/run/faultline/standin.pid", start_command="sleep 100000")
 NAMES = ["n1", "n2", "n3", "n4", "n5"]

@@ -18,7 +18,8 @@ from harness.control import Control
 from nemesis.heal import heal_all
 from tests.harness.cluster_fixtures import SharedCluster
 
-pytestmark = pytest.mark.docker
+# The first test to ask for the cluster builds the image: minutes when cold.
+pytestmark = [pytest.mark.docker, pytest.mark.timeout(1800)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
