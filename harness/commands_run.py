@@ -28,7 +28,7 @@ from harness.cli import CliError
 from harness.progress import Progress, RunStatus
 from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, WORKLOADS, RunOutcome, run
 from harness.store import DEFAULT_ROOT
-from nemesis.generator import FAULT_KINDS, MODES
+from nemesis.generator import FAULT_KINDS, MODES, PHASES
 
 
 def _names(text: str, known: tuple[str, ...], flag: str) -> tuple[str, ...]:
@@ -54,6 +54,20 @@ def _positive(kind: type, flag: str) -> Any:
     return parse
 
 
+def _failpoint(text: str) -> tuple[str, dict[str, Any]]:
+    """`NAME` or `NAME={"delay_ms": 300}` -> (name, params)."""
+    name, _, raw = text.partition("=")
+    if not name:
+        raise CliError(f"--failpoint {text!r}: expected NAME or NAME=JSON")
+    try:
+        params = msgspec.json.decode(raw) if raw else {}
+    except msgspec.DecodeError as exc:
+        raise CliError(f"--failpoint {name}: parameters are not JSON: {exc}") from None
+    if not isinstance(params, dict):
+        raise CliError(f"--failpoint {name}: parameters must be a JSON object")
+    return name, params
+
+
 def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     """The plan the flags describe (CliError naming a bad flag)."""
     if args.db != "ember":
@@ -68,6 +82,10 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         options["hosts"] = str(args.hosts)
     if args.keys is not None:
         options["keys"] = args.keys
+    if args.nemesis_phases is not None:
+        options["nemesis_phases"] = list(_names(args.nemesis_phases, PHASES, "--nemesis-phases"))
+    if args.failpoint:
+        options["failpoints"] = dict(_failpoint(text) for text in args.failpoint)
     plan = plans.Plan(
         name=args.name or "ember-" + "-".join(workload),
         seed=seed,
@@ -100,6 +118,10 @@ def add_parser(subparsers: Any) -> None:
                    help=f"comma-separated: {', '.join(FAULT_KINDS)}, or none")  # fmt: skip
     p.add_argument("--nemesis-mode", choices=MODES, default="both",
                    help="faults on a timer, at change phases, or both")  # fmt: skip
+    p.add_argument("--nemesis-phases", metavar="PHASES",
+                   help=f"phases that trigger faults: {', '.join(PHASES)}")  # fmt: skip
+    p.add_argument("--failpoint", action="append", metavar="NAME[=JSON]",
+                   help="switch an ember failpoint on at every node from the start")  # fmt: skip
     p.add_argument("--time-limit", type=_positive(float, "--time-limit"), default=60.0,
                    metavar="SECONDS")  # fmt: skip
     p.add_argument("--quiet-period", type=float, default=5.0, metavar="SECONDS",

@@ -106,12 +106,12 @@ class Progress:
 
     def _plain(self) -> None:
         while not self._stop.wait(self.plain_every_s):
-            self.console.print(self.get().line(), highlight=False)
+            self.console.print(self.get().line(), highlight=False, markup=False)
 
     def log(self, message: str) -> None:
         """Print one line (above the live panel, if any)."""
         if self.enabled:
-            self.console.print(message, highlight=False)
+            self.console.print(message, highlight=False, markup=False)
 
     def __exit__(self, *_exc: object) -> None:
         self._stop.set()

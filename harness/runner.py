@@ -48,7 +48,7 @@ from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter, Worker
 from harness.progress import RunStatus
 from harness.store import RunDir, new_run
-from nemesis.generator import NemesisSchedule
+from nemesis.generator import DEFAULT_PHASES, NemesisSchedule
 from nemesis.heal import heal_all
 from nemesis.phase import PhaseWatcher
 from nemesis.schedule import NemesisWorker
@@ -161,6 +161,7 @@ def _generators(plan: plans.Plan, db: EmberDB, admin: bool, nemesis: bool) -> di
             plan.rng("nemesis"), list(plan.nemesis),
             mode=str(plan.options.get("nemesis_mode", "both")),
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
+            phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
         )  # fmt: skip
     return gens
 
@@ -246,13 +247,36 @@ def _cluster_backend(plan: plans.Plan, log: Callable[[str], None]) -> Backend:
             raise RunError("--backend ssh needs --hosts FILE (one node a line)")
         return SshBackend.from_file(Path(str(hosts)))
     from harness.backends.docker import DockerBackend
-    from harness.images import build_image
+
+    name = f"run{plan.seed % 100_000}-{os.getpid()}"
+    return DockerBackend(name, size=len(plan.nodes), image=_image(log))
+
+
+def _image(log: Callable[[str], None]) -> str:
+    """The image to run: built (or found cached) from the current source."""
+    import docker.errors
+
+    from harness.backends.docker import DEFAULT_IMAGE
+    from harness.backends.engine import connect_docker
+    from harness.images import ImageBuildError, build_image
 
     log("building the ember image (cached layers are reused)")
-    report = build_image(log=log)
-    log(f"image {report.tag}")
-    name = f"run{plan.seed % 100_000}-{os.getpid()}"
-    return DockerBackend(name, size=len(plan.nodes), image=report.tag)
+    try:
+        tag = build_image(log=log).tag
+    except (ImageBuildError, docker.errors.APIError) as exc:
+        # Another build from this tree may prune our fresh tag between its
+        # build and its lookup; `latest` then holds that other, newer build.
+        try:
+            connect_docker().images.get(DEFAULT_IMAGE)
+        except docker.errors.DockerException:
+            raise RunError(f"image build failed: {_describe(exc)}") from exc
+        log(f"image build did not finish cleanly ({_describe(exc)}); using {DEFAULT_IMAGE}")
+        return DEFAULT_IMAGE
+    # Run `latest` rather than the hash tag: a concurrent build from this
+    # tree may prune the hash tag before the containers start; `latest` is
+    # this build or a newer one of the same tree, and is never pruned.
+    log(f"image {tag} (run as {DEFAULT_IMAGE})")
+    return DEFAULT_IMAGE
 
 
 def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[str], None],
@@ -266,16 +290,30 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
         db.start(control, [n.name for n in nodes])
         db.wait_healthy([n.name for n in nodes], HEALTHY_TIMEOUT_S)
         log(f"ember healthy on {', '.join(n.name for n in nodes)}")
+        notes = _failpoints(plan, db, [n.name for n in nodes], log)
         p = _Parts(plan, nodes, control, db, run, status, log)
         try:
             with HistoryWriter(run.history) as writer:
-                notes = asyncio.run(_drive(p, writer))
+                notes += asyncio.run(_drive(p, writer))
         finally:
             status.stage = "collecting logs"
             missing = db.collect(control, [n.name for n in nodes], run)
             if leave_running:
                 log(f"cluster left running: {backend.nodes or nodes}")
     return notes + [f"could not collect {m}" for m in missing]
+
+
+def _failpoints(
+    plan: plans.Plan, db: EmberDB, names: list[str], log: Callable[[str], None]
+) -> list[str]:
+    """Switch on the plan's `failpoints` option ({name: params}) on every node."""
+    notes = []
+    for name, params in dict(plan.options.get("failpoints") or {}).items():
+        for node in names:
+            db.set_failpoint(node, str(name), dict(params or {}))
+        notes.append(f"failpoint {name} {params or {}} on every node from the start")
+        log(notes[-1])
+    return notes
 
 
 def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:

@@ -73,7 +73,13 @@ class NemesisSchedule(Generator):
             raise ValueError(f"unknown nemesis {bad[0]!r}; known: {', '.join(FAULT_KINDS)}")
         if mode not in MODES:
             raise ValueError(f"nemesis mode {mode!r} is not one of {', '.join(MODES)}")
-        self.rng, self.kinds, self.mode = rng, list(kinds), mode
+        # Three streams, so that what each fault is (kind, grouping, target,
+        # seed, duration) is the same sequence in a replay even when timing
+        # decides whether a phase or the timer started it.
+        self.rng = random.Random(rng.getrandbits(64))
+        self.timing = random.Random(rng.getrandbits(64))
+        self.phase_rng = random.Random(rng.getrandbits(64))
+        self.kinds, self.mode = list(kinds), mode
         self.gap_ns, self.duration_s = int(gap_s * NS_PER_S), duration_s
         self.end_ns = int(end_s * NS_PER_S)
         self.phases = list(phases)
@@ -81,11 +87,11 @@ class NemesisSchedule(Generator):
         self.heal_at_ns = 0
         self.in_flight = False
         self.next_ns: int | None = None  # when the next periodic fault is due
-        self.wanted = self.rng.choice(self.phases) if self.phases else None
+        self.wanted = self.phase_rng.choice(self.phases) if self.phases else None
         self.trigger: Observation | None = None
 
     def _gap(self) -> int:
-        return int(self.rng.random() * 2 * self.gap_ns)
+        return int(self.timing.random() * 2 * self.gap_ns)
 
     def op(self, ctx: Context) -> Result:
         now = ctx.time_ns
@@ -148,7 +154,7 @@ class NemesisSchedule(Generator):
             self.active = event.op
             self.heal_at_ns = event.time_ns + int(event.op.value["duration_s"] * NS_PER_S)
             if "trigger" in event.op.value and self.phases:
-                self.wanted = self.rng.choice(self.phases)
+                self.wanted = self.phase_rng.choice(self.phases)
         else:
             self.active = None
             self.next_ns = event.time_ns + self._gap()

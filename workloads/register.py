@@ -71,12 +71,11 @@ class RegisterWorker:
             return reply_of(await self.client.get(key), self.node_of)
         if op.f == "put":
             out = await self.client.put(key, op.value)
-            node = self.node_of.get(out.url or "")
-            return (
-                Reply(type="ok", value=op.value, node=node)
-                if out.ok
-                else reply_of(out, self.node_of)
-            )
+            if not out.ok:
+                return reply_of(out, self.node_of)
+            # No value on an ok put: an int result would read as a metastore
+            # revision to the revisions checker (docs/models.md: put has no output).
+            return Reply(type="ok", node=self.node_of.get(out.url or ""))
         if op.f == "cas":
             expected, new = op.value
             out = await self.client.cas(key, expected, new)
