@@ -255,7 +255,8 @@ class Api:
             raise ApiError(400, "invalid-config", str(err)) from None
 
     def _track(self, body: ChangeBody, fut: asyncio.Future[ChangeResult]) -> str:
-        change_id = f"c{next(self._change_ids)}"
+        # Node-qualified: a change submitted to the next leader gets a fresh id.
+        change_id = f"{self.runtime.id}-c{next(self._change_ids)}"
         record: dict[str, Any] = {
             "id": change_id,
             "group": body.group,

@@ -89,3 +89,48 @@ def test_leader_kill9_under_load_keeps_every_acknowledged_write(make_cluster: Ma
                 digests.setdefault((e["group"], e["index"]), set()).add(e["digest"])
     assert digests, "nodes report applied digests"
     assert all(len(d) == 1 for d in digests.values()), "replicas diverged"
+
+
+def test_crash_failpoint_exits_and_restart_keeps_acknowledged_writes(
+    make_cluster: MakeCluster,
+) -> None:
+    """The crash failpoint kills the leader mid-round; after restart every
+    acknowledged write is still there and the crash is in the audit log."""
+    cluster = make_cluster(["n1", "n2", "n3"], extra=["--partitions", "1"])
+    cluster.start_all()
+    leader = cluster.wait_leader("part-0")
+
+    async def write(first: int, last: int) -> dict[str, int]:
+        acked = {}
+        async with EmberClient(cluster.urls(), timeout_s=3.0, partitions=1) as c:
+            for i in range(first, last):
+                out = await c.put(f"c{i}", i)
+                if out.type == "ok":
+                    acked[f"c{i}"] = i
+        return acked
+
+    before = asyncio.run(write(0, 20))
+    assert len(before) == 20
+    code, _ = cluster.call(
+        leader, "POST", "/admin/failpoints/crash", {"point": "after-persist", "one_shot": True}
+    )
+    assert code == 200
+    acked = {**before, **asyncio.run(write(20, 40))}
+    proc = cluster.procs[leader]
+    assert proc.wait(timeout=30) == 137
+    cluster.procs.pop(leader)
+    cluster.start(leader)
+    assert [e["point"] for e in cluster.events(leader) if e["kind"] == "crash"] == ["after-persist"]
+
+    async def read() -> dict[str, int]:
+        got = {}
+        async with EmberClient(cluster.urls(), timeout_s=5.0, partitions=1) as c:
+            for key in acked:
+                out = await c.get(key)
+                while out.type == "fail":
+                    await asyncio.sleep(0.05)
+                    out = await c.get(key)
+                got[key] = out.value
+        return got
+
+    assert asyncio.run(read()) == acked
