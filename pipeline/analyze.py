@@ -82,13 +82,14 @@ def anomaly_kinds(anomalies: Any, runs: Any) -> Any:
     )
 
 
-def latency(operations: Any, runs: Any) -> Any:
-    """Latency quantiles (ms) of ok client ops during faults, changes, both, or quiet."""
-    ops = operations.where(
-        (F.col("type") == "ok")
-        & F.col("latency_ns").isNotNull()
-        & F.col("process").rlike("^[0-9]+$")
-    )
+def ok_client_ops(operations: Any) -> Any:
+    """The completions of ok client operations (client processes are integers)."""
+    is_client = F.col("process").rlike("^[0-9]+$")
+    return operations.where((F.col("type") == "ok") & F.col("latency_ns").isNotNull() & is_client)
+
+
+def latency(ops: Any, runs: Any) -> Any:
+    """Latency quantiles (ms) of ok client ops (`ops`) in faults, changes, both, or quiet."""
     phase = (
         F.when(F.col("in_fault") & F.col("in_change"), "fault+change")
         .when(F.col("in_fault"), "fault")
@@ -194,17 +195,12 @@ def coverage(faults: Any, spark: Any) -> Any:
     )
 
 
-def trends(runs: Any, operations: Any) -> Any:
-    """Per night x workload x nemesis: runs, failure rate and client p99 latency."""
+def trends(runs: Any, ok: Any) -> Any:
+    """Per night x workload x nemesis: runs, failure rate and p99 of ok client ops (`ok`)."""
     by_night = ("date", "workload", "nemesis")
     rates = runs.groupBy(*by_night).agg(
         F.count("*").alias("runs"),
         F.avg(F.when(F.col("valid") == "false", 1.0).otherwise(0.0)).alias("failure_rate"),
-    )
-    ok = operations.where(
-        (F.col("type") == "ok")
-        & F.col("latency_ns").isNotNull()
-        & F.col("process").rlike("^[0-9]+$")
     )
     p99 = ok.groupBy(*by_night).agg(
         F.percentile_approx(F.col("latency_ns") / 1e6, 0.99, 10_000).alias("p99_ms")
@@ -218,24 +214,38 @@ def analyze(spark: Any, lake: Path, *, progress: Any = None) -> dict[str, Any]:
 
     started = time.monotonic()
     runs = read_table(spark, lake, "runs").cache()
-    operations = read_table(spark, lake, "operations")
+    # Both latency tables read the ok client completions: cache them once.
+    ok = ok_client_ops(read_table(spark, lake, "operations")).cache()
     builders: dict[str, Callable[[], Any]] = {
         "failure_rates": lambda: failure_rates(runs),
         "anomaly_kinds": lambda: anomaly_kinds(read_table(spark, lake, "anomalies"), runs),
-        "latency": lambda: latency(operations, runs),
+        "latency": lambda: latency(ok, runs),
         "unavailability": lambda: unavailability(read_table(spark, lake, "changes"), runs),
         "verdict_flips": lambda: verdict_flips(runs),
         "flaky_seeds": lambda: flaky_seeds(runs),
         "coverage": lambda: coverage(read_table(spark, lake, "faults"), spark),
-        "trends": lambda: trends(runs, operations),
+        "trends": lambda: trends(runs, ok),
     }
     out: dict[str, Any] = {}
     for name, build in builders.items():
         if progress is not None:
             progress(f"analyzing {name}")
-        df = build()
-        df.write.mode("overwrite").parquet(str(lake / ANALYSIS_DIR / name))
-        out[name] = spark.read.parquet(str(lake / ANALYSIS_DIR / name)).toPandas()
+        # The results are small (one row per group): one Spark job each to
+        # compute them, then pyarrow writes the Parquet file from pandas.
+        out[name] = build().toPandas()
+        _write_parquet(out[name], lake / ANALYSIS_DIR / f"{name}.parquet")
     runs.unpersist()
+    ok.unpersist()
     write_html(out, lake / "nightly.html", elapsed_s=time.monotonic() - started)
     return out
+
+
+def _write_parquet(df: Any, path: Path) -> None:
+    """Writes a small pandas table as one Parquet file, atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".parquet.tmp")
+    pq.write_table(pa.Table.from_pandas(df, preserve_index=False), tmp)
+    tmp.replace(path)

@@ -93,6 +93,7 @@ def _plan_facts(plan: dict[str, Any]) -> dict[str, Any]:
 
     stripped = {k: v for k, v in plan.items() if k not in _VERSION_KEYS}
     stripped["options"] = {k: v for k, v in options.items() if k not in _VERSION_KEYS}
+    stripped["db_settings"] = {k: v for k, v in settings.items() if k not in _VERSION_KEYS}
     key = hashlib.sha1(msgspec.json.encode(stripped, order="sorted")).hexdigest()[:16]
     nodes = plan.get("nodes")
     return {

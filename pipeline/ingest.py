@@ -19,6 +19,7 @@ import json
 import logging
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ def read_table(spark: Any, lake: Path, table: str, *, committed: bool = True) ->
 
 def ingested_ids(spark: Any, lake: Path) -> set[str]:
     """The run ids the lake holds."""
+    if not (lake / "runs").is_dir():
+        return set()  # a new lake: skip a Spark job
     runs = read_table(spark, lake, "runs").select("run_id").distinct()
     return {row.run_id for row in runs.collect()}
 
@@ -86,6 +89,17 @@ def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> Inge
     return report
 
 
+def _summarize(rows: Any) -> Any:
+    """One partition's (row count per table, skipped runs), in one pass."""
+    counts: Counter[str] = Counter()
+    skipped = []
+    for table, row in rows:
+        counts[table] += 1
+        if table == "_skipped":
+            skipped.append(tuple(row))
+    yield dict(counts), skipped
+
+
 def _ingest_runs(
     spark: Any, store: str, lake: Path, todo: list[str], report: IngestReport, progress: Any
 ) -> None:
@@ -97,17 +111,18 @@ def _ingest_runs(
     rows = sc.parallelize(todo, slices).flatMap(lambda p: extract_rows(store, p, ingest_id))
     rows.persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        report.skipped = [
-            tuple(r) for _, r in rows.filter(lambda tr: tr[0] == "_skipped").collect()
-        ]
         for table in WRITE_ORDER:
             if progress is not None:
                 progress(f"writing {table}")
             subset = rows.filter(lambda tr, t=table: tr[0] == t).map(lambda tr: tr[1])
             df = spark.createDataFrame(subset, spark_schema(table))
             df.write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(str(lake / table))
-        counts = rows.map(lambda tr: (tr[0], 1)).reduceByKey(lambda a, b: a + b).collectAsMap()
+        summaries = rows.mapPartitions(_summarize).collect()
     finally:
         rows.unpersist()
-    report.rows = {t: int(counts.get(t, 0)) for t in TABLES}
+    counts: Counter[str] = Counter()
+    for part_counts, skipped in summaries:
+        counts.update(part_counts)
+        report.skipped.extend(skipped)
+    report.rows = {t: counts[t] for t in TABLES}
     report.ingested = report.rows["runs"]
