@@ -64,7 +64,10 @@ def bench_fixtures(limit_s: float) -> None:
         por = theirs.get((path, model), float("nan"))
         ours_total += ours
         theirs_total += por
-        print(f"{path:24} {model:10} {verdict:8} {ours:9.5f} {por:11.6f} {ours / por:7.2f}")
+        print(
+            f"{path:24} {model:10} {verdict:8} {ours:9.5f} {por:11.6f} {ours / por:7.2f}",
+            flush=True,
+        )
     print(
         f"{'TOTAL':24} {'':10} {'':8} {ours_total:9.3f} {theirs_total:11.3f} "
         f"{ours_total / theirs_total:7.2f}   verdicts wrong: {wrong}"
@@ -79,22 +82,26 @@ def _peak_rss_mb() -> float:
     return float("nan")
 
 
-def _run_generated(args: tuple[SynthSpec, int, float]) -> tuple[Any, float, float, float, int]:
+def _run_generated(
+    args: tuple[SynthSpec, int, float],
+) -> tuple[Any, float, float, float, float, str]:
     spec, workers, limit_s = args
     ops = synthesize(spec, MODELS[spec.model])
     before = _peak_rss_mb()
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     result = check(ops, spec.model, time_limit_s=limit_s, workers=workers)
-    elapsed = time.perf_counter() - start
-    return result.valid, elapsed, before, _peak_rss_mb(), result.partitions
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    hottest = max(result.partition_results, key=lambda p: p.ops, default=None)
+    note = "" if hottest is None else f"hottest key {hottest.ops} ops: {hottest.valid}"
+    return result.valid, elapsed, cpu, before, _peak_rss_mb(), note
 
 
 def bench_generated(opts: argparse.Namespace) -> None:
     """Print time and peak memory for generated histories."""
     ctx = multiprocessing.get_context("spawn")
     print(
-        f"{'ops':>7} {'keys':>5} {'clients':>7} {'verdict':>8} {'time_s':>8} "
-        f"{'rss_before_mb':>13} {'peak_rss_mb':>11}"
+        f"{'ops':>7} {'keys':>5} {'clients':>7} {'verdict':>8} {'wall_s':>8} {'cpu_s':>8} "
+        f"{'rss_before_mb':>13} {'peak_rss_mb':>11}  note"
     )
     for n in opts.sizes:
         for keys in opts.keys:
@@ -104,12 +111,13 @@ def bench_generated(opts: argparse.Namespace) -> None:
                     append_rate=opts.append_rate, seed=n + keys + clients,
                 )  # fmt: skip
                 with ctx.Pool(1) as pool:
-                    valid, elapsed, before, peak, _ = pool.apply(
+                    valid, elapsed, cpu, before, peak, note = pool.apply(
                         _run_generated, ((spec, opts.workers, opts.time_limit),)
                     )
                 print(
-                    f"{n:7} {keys:5} {clients:7} {valid!s:>8} {elapsed:8.2f} "
-                    f"{before:13.0f} {peak:11.0f}"
+                    f"{n:7} {keys:5} {clients:7} {valid!s:>8} {elapsed:8.2f} {cpu:8.2f} "
+                    f"{before:13.0f} {peak:11.0f}  {note}",
+                    flush=True,
                 )
 
 

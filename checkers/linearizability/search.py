@@ -72,6 +72,8 @@ _OP, _INST, _HIDE, _MORE = 0, 1, 2, 3
 
 # How far ahead (in events) the next read may return and still be checked.
 _LOOKAHEAD_EVENTS = 200
+# How many events after a dead end the look-ahead stays on.
+_LOOKAHEAD_AFTER_DEAD_END = 2000
 # How many of the next reads to check.
 _LOOKAHEAD_READS = 4
 
@@ -165,9 +167,9 @@ class Search:
         # hidden behind an erasing op placed next.
         self.erased_at = -1
         self.fresh = False
-        # Look-ahead at reads not yet called costs more than it saves until
-        # the search first meets a dead end; from then on it is switched on.
-        self.backtracked = False
+        # Look-ahead at reads not yet called costs more than it saves except
+        # where the search thrashes: it is on for a stretch after a dead end.
+        self.lookahead_until = -1
         # Choice points on the current branch: see _open_frame.
         self.stack: list[list[Any]] = []
         self._best_i = -1
@@ -405,7 +407,7 @@ class Search:
         dead = (
             self._seen()
             or not self._viable()
-            or (self.backtracked and not self._next_read_viable())
+            or (self.i < self.lookahead_until and not self._next_read_viable())
         )
         moves: list[tuple[int, int]] = [] if dead else self._moves()
         self.stack.append(
@@ -455,7 +457,7 @@ class Search:
                 )
                 return True
             self.stack.pop()
-            self.backtracked = True
+            self.lookahead_until = max(self.lookahead_until, i + _LOOKAHEAD_AFTER_DEAD_END)
         return False
 
     def _restore(self, i: int, slots: tuple[int, ...], n_inst: int, plen: int) -> None:
