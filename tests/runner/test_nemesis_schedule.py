@@ -1,0 +1,104 @@
+"""The nemesis schedule: pure, seeded; phase-triggered and periodic faults, always healed."""
+
+from __future__ import annotations
+
+import random
+
+from nemesis.generator import HEAL_OF, NemesisSchedule
+from nemesis.phase import phase_of
+from workloads.generator import PENDING, Completion, Context, Observation, Op
+
+S = 1_000_000_000
+CTX = ("nemesis",)
+
+
+def _ctx(t: int) -> Context:
+    return Context(t, CTX, CTX)
+
+
+def _complete(gen: NemesisSchedule, op: Op, t: int) -> None:
+    gen.update(_ctx(t), Completion(op=op, thread="nemesis", type="ok", value=op.value, time_ns=t))
+
+
+def _play(gen: NemesisSchedule, end_s: float, triggers: dict[int, dict] | None = None) -> list[Op]:
+    """Steps a 10 ms clock, delivering phase observations at given times."""
+    ops, t = [], 0
+    while t <= (end_s + 1) * S:
+        if triggers and t in triggers:
+            gen.update(_ctx(t), Observation(kind="phase", data=triggers[t], time_ns=t))
+        out = gen.op(_ctx(t))
+        if out is None:
+            break
+        if isinstance(out, Op):
+            ops.append(out)
+            _complete(gen, out, t)
+        t += S // 100
+    return ops
+
+
+def test_every_fault_is_followed_by_its_heal() -> None:
+    """Faults and heals alternate, each heal naming its fault's healer."""
+    ops = _play(NemesisSchedule(random.Random(1), ["partition", "kill", "pause"], mode="periodic",
+                                gap_s=1, end_s=30), 30)  # fmt: skip
+    assert len(ops) >= 6
+    for fault, heal in zip(ops[::2], ops[1::2], strict=True):
+        assert heal.f == HEAL_OF[fault.f]
+
+
+def test_an_active_fault_is_healed_at_the_end() -> None:
+    """A fault still active at end_s is healed at once; then the schedule is done."""
+    gen = NemesisSchedule(random.Random(2), ["kill"], mode="periodic", gap_s=0.1,
+                          duration_s=(100.0, 100.0), end_s=5)  # fmt: skip
+    ops = _play(gen, 5)
+    assert [o.f for o in ops] == ["kill", "start"]
+    assert ops[1].time_ns >= 5 * S
+
+
+def test_phase_mode_fires_only_on_the_wanted_phase_and_at_once() -> None:
+    """In phase mode a fault starts the moment the wanted phase is observed."""
+    gen = NemesisSchedule(random.Random(3), ["partition"], mode="phase", phases=["joint"], end_s=10)
+    joint = {"group": "part-2", "stage": "joint", "joining": ["n4"], "node": "n1"}
+    stable = {"group": "part-2", "stage": "stable", "joining": [], "node": "n1"}
+    ops = _play(gen, 10, {2 * S: stable, 3 * S: joint})
+    assert ops[0].time_ns == 3 * S
+    assert ops[0].value["trigger"]["stage"] == "joint"
+    assert ops[0].value["group"] == "part-2"
+
+
+def test_a_stale_observation_does_not_fire() -> None:
+    """A phase seen while a fault was active, and gone stale, starts nothing."""
+    gen = NemesisSchedule(random.Random(4), ["kill"], mode="phase", phases=["joint"], end_s=20)
+    assert gen.op(_ctx(0)) is PENDING
+    gen.update(_ctx(0), Observation(kind="phase", data={"stage": "joint"}, time_ns=0))
+    assert gen.op(_ctx(S)) is PENDING  # 1 s later: too late to land inside the window
+
+
+def _content(ops: list[Op]) -> list[tuple]:
+    keys = ("kind", "grouping", "target", "seed", "duration_s")
+    return [(o.f, *(o.value.get(k) for k in keys)) for o in ops if o.f not in HEAL_OF.values()]
+
+
+def test_fault_content_does_not_depend_on_what_triggered_it() -> None:
+    """The same seed gives the same faults whether phases or the timer started them."""
+    kinds = ["partition", "kill", "pause", "slow"]
+    timer = _play(NemesisSchedule(random.Random(9), kinds, mode="both", end_s=60), 60)
+    joint = {"group": "part-1", "stage": "joint", "joining": []}
+    triggers = {t * S: {**joint, "stage": s} for t in range(1, 60)
+                for s in ("joint",)}  # fmt: skip
+    phased = _play(NemesisSchedule(random.Random(9), kinds, mode="both", end_s=60), 60, triggers)
+    a, b = _content(timer), _content(phased)
+    n = min(len(a), len(b))
+    assert n >= 3
+    assert a[:n] == b[:n]
+
+
+def test_phase_of_reads_change_stages_and_pending_assignments() -> None:
+    """change-stage joint names the joining peers; a pending write is stage pending."""
+    ev = {"kind": "change-stage", "stage": "joint", "group": "part-1", "node": "n1",
+          "peers": ["n1", "n2", "n4"], "old_peers": ["n1", "n2", "n3"]}  # fmt: skip
+    assert phase_of(ev)["joining"] == ["n4"]
+    assert phase_of({**ev, "stage": "none"}) is None
+    pending = {"kind": "assignments-written", "partition": 3, "keys": {"pending": {}}}
+    assert phase_of(pending)["stage"] == "pending"
+    assert phase_of(pending)["group"] == "part-3"
+    assert phase_of({"kind": "term", "term": 2}) is None
