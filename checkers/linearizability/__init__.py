@@ -18,8 +18,9 @@ from collections.abc import Iterable
 
 from checkers.history import Operation
 from checkers.linearizability.check import HistoryError, check_prepared, freeze, prepare
+from checkers.linearizability.kv import KvModel, WholeMapModel
 from checkers.linearizability.metastore import MetastoreModel
-from checkers.linearizability.models import KvModel, Model, RegisterModel, WholeMapModel
+from checkers.linearizability.models import Model, RegisterModel
 from checkers.linearizability.types import LinOp, LinResult, PartitionResult, Unplaceable
 
 __all__ = [
