@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import docker
 
-from harness.backends.docker import DockerBackend
+from harness.backends.docker import ClusterError, DockerBackend
 from harness.backends.engine import DockerUnavailableError
 from harness.images import (
     CACHE_DIR,
@@ -58,12 +58,12 @@ def _cold_build() -> None:
                 shutil.rmtree(CACHE_DIR / f"wheelhouse-{tag.split(':')[1]}", ignore_errors=True)
 
 
-def _source_change_build() -> None:
+def _source_change_build(snapshot: Path) -> None:
     with tempfile.TemporaryDirectory() as tmp:
-        source = snapshot_source(Path(tmp) / "src")
+        source = snapshot_source(Path(tmp) / "src", snapshot)
         with (source / "ember" / "__init__.py").open("a") as f:
             f.write(f"\n# bench {time.time_ns()}\n")
-        tag = _timed_build("after a source change", source_root=source).tag
+        tag = _timed_build("after a source change", source_root=source, tag_latest=False).tag
         docker.from_env().images.remove(tag)
 
 
@@ -97,11 +97,15 @@ def main() -> int:
     try:
         if args.cold:
             _cold_build()
-        tag = _timed_build("first (may build)").tag
-        _timed_build("warm")
-        _source_change_build()
+        # A snapshot, so edits to the work tree during the run do not turn
+        # the warm build into a cold one.
+        with tempfile.TemporaryDirectory() as tmp:
+            snapshot = snapshot_source(Path(tmp) / "src")
+            tag = _timed_build("first (may build)", source_root=snapshot).tag
+            _timed_build("warm", source_root=snapshot)
+            _source_change_build(snapshot)
         _cluster_rounds(args.rounds, args.nodes, tag)
-    except (ImageBuildError, DockerUnavailableError) as exc:
+    except (ImageBuildError, DockerUnavailableError, ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -310,10 +310,12 @@ def build_image(
     allow_pull: bool = True,
     source_root: Path = ROOT,
     salt: str = "",
+    tag_latest: bool = True,
     log: Callable[[str], None] = lambda _m: None,
 ) -> BuildReport:
     """Build (or find cached) the ember image from the source under
-    `source_root`; return its tag and per-step times."""
+    `source_root`; return its tag and per-step times. Unless `tag_latest`
+    is False (or a `salt` is given), also tag it `faultline-ember:latest`."""
     client = connect_docker(timeout_s=1800)
     report = BuildReport()
     base = base_tag(salt)
@@ -341,18 +343,21 @@ def build_image(
         log(f"building {step} layer {tag}")
         make(tag)
         report.record(step, f"built {tag}", started)
-    if not salt:  # a salted (benchmark) chain must not replace the real image
+    if tag_latest and not salt:  # a salted (benchmark) chain must not replace it
         client.images.get(top).tag("faultline-ember", "latest")
         _prune_old_tops(client, keep=top)
     report.tag = top
     return report
 
 
-def _prune_old_tops(client: Any, keep: str) -> None:
+def _prune_old_tops(client: Any, keep: str, min_age_s: float = 3600) -> None:
     """Untag earlier top layers (one per source change) so they do not pile
-    up; an image a container still uses is refused by docker and kept."""
-    for image in client.images.list(name="faultline-ember"):
-        for tag in image.tags:
+    up. Only those over an hour old: a younger one may belong to a run that
+    is about to start its cluster; one a container uses is refused by docker."""
+    for image in client.api.images(name="faultline-ember"):
+        if time.time() - float(image.get("Created", 0)) < min_age_s:
+            continue
+        for tag in image.get("RepoTags") or []:
             if tag in (keep, "faultline-ember:latest"):
                 continue
             try:
