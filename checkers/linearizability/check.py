@@ -108,15 +108,19 @@ def check_partition(
 ) -> PartitionResult:
     """Search one partition; a budget overrun becomes an "unknown" verdict."""
     start = time.monotonic()
-    search = Search(model, ops, budget, trace=trace)
+    search: Search | None = None
     try:
+        search = Search(model, ops, budget, trace=trace)
         out = search.run()
-    except OutOfBudgetError as exc:
+    except Exception as exc:  # a budget overrun, or a bug: never a false verdict
+        reason = str(exc) if isinstance(exc, OutOfBudgetError) else f"checker error: {exc!r}"
         return PartitionResult(
-            key=key, valid="unknown", ops=len(ops), reason=str(exc),
-            states_explored=search.out.explored, max_frontier=len(search.memo),
-            elapsed_s=time.monotonic() - start, events_done=search.out.events_done,
-            events_total=len(search.tl.kind),
+            key=key, valid="unknown", ops=len(ops), reason=reason,
+            states_explored=search.out.explored if search else 0,
+            max_frontier=len(search.memo) if search else 0,
+            elapsed_s=time.monotonic() - start,
+            events_done=search.out.events_done if search else 0,
+            events_total=len(search.tl.kind) if search else 2 * len(ops),
         )  # fmt: skip
     return PartitionResult(
         key=key, valid=out.valid, ops=len(ops), states_explored=out.explored,

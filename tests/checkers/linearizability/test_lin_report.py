@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import msgspec
 
-from checkers.linearizability import LinOp, LinResult, check
+from checkers.linearizability import MODELS, LinOp, LinResult, check
 
 
 def _op(id: int, call: int, ret: int | None, f: str, **kw: object) -> LinOp:
@@ -50,3 +50,26 @@ def test_valid_history_reports_figures() -> None:
     assert (result.ops, result.partitions) == (2, 1)
     assert result.failure is None
     assert result.elapsed_s >= 0
+
+
+class _BrokenModel:
+    """A register whose writes crash the model, to test error containment."""
+
+    name = "broken"
+    partitioned = True
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(MODELS["register"], name)
+
+    def step(self, state: object, op: LinOp) -> object:
+        if op.f == "write":
+            raise RuntimeError("model bug")
+        return MODELS["register"].step(state, op)
+
+
+def test_a_model_error_is_unknown_not_a_verdict() -> None:
+    """An exception inside the search yields "unknown" naming the error."""
+    ops = [_op(1, 0, 1, "write", input=1), _op(2, 2, 3, "read", output=1)]
+    result = check(ops, _BrokenModel())  # type: ignore[arg-type]
+    assert result.valid == "unknown"
+    assert "model bug" in (result.partition_results[0].reason or "")
