@@ -96,3 +96,20 @@ def test_audit_checkers_read_simulator_events_and_find_a_clean_run_valid(
     result = check({}, [], audit=audit, checkers=chosen)
     assert result.checkers["raft"].valid is True
     assert result.checkers["convergence"].valid is True
+
+
+def test_a_crashing_run_exits_2_with_the_replay_command(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An exception inside the run is an error (exit 2), reported with its replay, no traceback."""
+    from ember.sim.simulation import Simulation
+
+    def explode(self: Simulation) -> None:
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(Simulation, "run", explode)
+    assert main(["--seed", "8", *QUICK]) == 2
+    err = capsys.readouterr().err
+    assert "the run crashed: RuntimeError: boom" in err
+    assert "replay: python -m ember.sim --seed 8" in err
+    assert "Traceback" not in err
