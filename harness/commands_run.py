@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import random
 import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,17 @@ def _failpoint(text: str) -> tuple[str, dict[str, Any]]:
     return name, params
 
 
+def _host_names(path: Path) -> tuple[str, ...]:
+    from harness.backends.ssh import HostsFileError, parse_hosts
+
+    try:
+        return tuple(n.name for n in parse_hosts(path.read_text(), str(path)))
+    except OSError as exc:
+        raise CliError(f"cannot read hosts file {path}: {exc.strerror}") from None
+    except HostsFileError as exc:
+        raise CliError(str(exc)) from None
+
+
 def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     """The plan the flags describe (CliError naming a bad flag)."""
     if args.db != "ember":
@@ -78,8 +90,12 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     nemesis = _names(args.nemesis, FAULT_KINDS, "--nemesis")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     options: dict[str, Any] = {"nemesis_mode": args.nemesis_mode}
+    nodes = tuple(f"n{i}" for i in range(1, args.nodes + 1))
     if args.hosts is not None:
         options["hosts"] = str(args.hosts)
+        nodes = _host_names(args.hosts)
+    elif args.backend == "ssh":
+        raise CliError("--backend ssh needs --hosts FILE")
     if args.keys is not None:
         options["keys"] = args.keys
     if args.nemesis_phases is not None:
@@ -90,7 +106,7 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         name=args.name or "ember-" + "-".join(workload),
         seed=seed,
         backend=args.backend,
-        nodes=tuple(f"n{i}" for i in range(1, args.nodes + 1)),
+        nodes=nodes,
         workload=workload,
         nemesis=nemesis,
         concurrency=args.concurrency,
@@ -157,6 +173,8 @@ def _one(plan: plans.Plan, store: Path, args: argparse.Namespace) -> RunOutcome:
         outcome = run(plan, store, status=status, log=progress.log,
                       leave_running=args.leave_running)  # fmt: skip
     result = outcome.result
+    if outcome.error is not None:
+        print(f"faultline run: error: {outcome.error}", file=sys.stderr, flush=True)
     print(f"store {outcome.run.path}")
     print(f"ops {result.ops}, valid: {str(result.valid).lower()}")
     for reason in result.reasons:

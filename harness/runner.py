@@ -72,6 +72,7 @@ class RunOutcome:
     result: Result
     exit_code: int
     notes: list[str] = field(default_factory=list)
+    error: str | None = None  # why the run could not be carried out
 
 
 def exit_code(result: Result) -> int:
@@ -346,11 +347,13 @@ def run(
         return RunOutcome(run_dir, result, exit_code(result))
     try:
         notes = _execute(plan, run_dir, status, log, leave_running)
-    except (RunError, DBError, ControlError, OSError, RuntimeError) as exc:
+    except (RunError, DBError, ControlError, OSError, RuntimeError, ValueError) as exc:
+        # Docker unreachable, image build failed, an SSH host down, a bad
+        # hosts file, ember not starting: one line, the run kept as evidence.
         reason = _describe(exc)
         result = error_result(plan, reason)
         write_results(result, run_dir.path)
-        return RunOutcome(run_dir, result, EXIT_UNKNOWN, [reason])
+        return RunOutcome(run_dir, result, EXIT_UNKNOWN, error=reason)
     status.stage = "checking"
     result = judge(plan, run_dir, notes)
     return RunOutcome(run_dir, result, exit_code(result), notes)
