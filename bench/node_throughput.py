@@ -7,7 +7,9 @@ Starts three real `ember-node` processes (free ports, temp data dirs), then
 for each mode runs a put phase and a get phase of `--seconds` each with
 `--clients` concurrent clients (one asyncio task each, all in this process,
 each with its own HTTP session), and prints acknowledged operations per
-second with p50/p99 latency. Modes:
+second with p50/p99 latency, and the CPU the three nodes spent per
+acknowledged operation (from /proc: comparable even on a busy machine,
+where ops/s are not). Modes:
 
 - `fsync`: the default node: every batch (one round of the node loop, all
   groups together) is fdatasync'd before anything is acknowledged.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import random
 import shutil
 import statistics
@@ -39,6 +42,16 @@ from ember.client import EmberClient
 from tests.node.cluster import ProcCluster
 
 KEYS = 1000
+_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pids: list[int]) -> float:
+    """User + system CPU seconds used so far by `pids` (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / _TICKS_PER_S
 
 
 async def _phase(
@@ -78,9 +91,12 @@ def _run_mode(
             cluster.wait_leader(f"part-{p}")
         for op in ("put", "get"):
             console.print(f"[dim]{mode}: {op} phase, {args.seconds:.0f}s...[/dim]")
+            pids = [p.pid for p in cluster.procs.values()]
+            cpu_before = _cpu_s(pids)
             ok, fail, unknown, lat = asyncio.run(
                 _phase(cluster.urls(), op, args.seconds, args.clients, args.partitions)
             )
+            cpu_ms_per_op = (_cpu_s(pids) - cpu_before) * 1000 / max(ok, 1)
             lat_ms = sorted(x * 1000 for x in lat) or [float("nan")]
             p99 = lat_ms[min(len(lat_ms) - 1, int(len(lat_ms) * 0.99))]
             rows.append(
@@ -91,10 +107,15 @@ def _run_mode(
                     f"{statistics.median(lat_ms):.1f}",
                     f"{p99:.1f}",
                     f"{fail}/{unknown}",
+                    f"{cpu_ms_per_op:.2f}",
                 )
             )
-        fsyncs = sum(cluster.status(n)["storage"]["fsyncs"] for n in cluster.names)
-        console.print(f"[dim]{mode}: {fsyncs} fsync calls counted over the three nodes[/dim]")
+        for n in cluster.names:
+            st = cluster.status(n)
+            console.print(
+                f"[dim]{mode} {n}: {st['rounds']} rounds, {st['storage']['sync_rounds']} "
+                f"synced, {st['storage']['sync_ms_avg']} ms per durable commit[/dim]"
+            )
     finally:
         cluster.close()
     return rows
@@ -116,7 +137,8 @@ def main() -> int:
     console = Console()
     root = Path(tempfile.mkdtemp(prefix="ember-bench-"))
     table = Table(title=f"ember 3-node loopback, {args.clients} clients, {args.partitions} parts")
-    for col in ("mode", "op", "acked ops/s", "p50 ms", "p99 ms", "fail/unknown"):
+    cols = ("mode", "op", "acked ops/s", "p50 ms", "p99 ms", "fail/unknown", "node CPU ms/op")
+    for col in cols:
         table.add_column(col, justify="right")
     try:
         for mode in modes:

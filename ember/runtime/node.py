@@ -30,6 +30,7 @@ import contextlib
 import logging
 import os
 import random
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -105,6 +106,8 @@ class NodeRuntime:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self.rounds = 0
+        self.syncs = 0
+        self.sync_s = 0.0  # time spent awaiting durable commits (status, benchmarks)
         self.dropped_unknown_group = 0
 
     # -- lifecycle -----------------------------------------------------------
@@ -260,19 +263,27 @@ class NodeRuntime:
                 self._maybe_crash("snapshot-install")
             must_sync = group.persist(rd) or must_sync
         if must_sync:
+            for group, rd in readies:
+                self._record_applied(group, group.apply_entries(group.durable_committed(rd)))
+            started = time.perf_counter()
             await asyncio.to_thread(self.store.commit)
+            self.sync_s += time.perf_counter() - started
+            self.syncs += 1
         self._maybe_crash("after-persist")
         for group, rd in readies:
             for msg in rd.messages:
                 self._send(msg)
-            for index, digest in group.apply(rd):
-                event = {"kind": "applied", "term": group.raw.term, "index": index}
-                self.audit.record({**event, "digest": digest}, group.id)
+            self._record_applied(group, group.apply(rd))
             for event in rd.events:
                 self.audit.record(event, group.id)
             group.raw.advance(rd)
             group.maybe_compact()
         self._maybe_crash("after-apply")
+
+    def _record_applied(self, group: Group, digests: list[tuple[int, str]]) -> None:
+        for index, digest in digests:
+            event = {"kind": "applied", "term": group.raw.term, "index": index, "digest": digest}
+            self.audit.record(event, group.id)
 
     def _send(self, msg: Message) -> None:
         if self.failpoints.any_enabled:
@@ -306,7 +317,12 @@ class NodeRuntime:
             "node": self.id,
             "groups": {gid: g.status() for gid, g in self.groups.items()},
             "rounds": self.rounds,
-            "storage": {"commits": stats.commits, "fsyncs": stats.fsyncs},
+            "storage": {
+                "commits": stats.commits,
+                "fsyncs": stats.fsyncs,
+                "sync_rounds": self.syncs,
+                "sync_ms_avg": round(1000 * self.sync_s / self.syncs, 3) if self.syncs else None,
+            },
             "failpoints": sorted(n for n, v in self.failpoints.list().items() if v["enabled"]),
         }
 

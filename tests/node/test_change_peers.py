@@ -12,6 +12,10 @@ from tests.node.conftest import MakeCluster
 
 BEHIND = 5000
 GROUP = "part-0"
+# One partition, and a longer election timeout: a catch-up wait lasts one
+# election timeout, and on a shared 2-core machine 4 x 200 ms can be too
+# short for several thousand entries (the change would end in ECATCHUP).
+ONE_GROUP = ["--partitions", "1", "--election-timeout-ticks", "50"]
 
 
 def _change(cluster: ProcCluster, leader: str, peers: list[str], token: int) -> dict[str, object]:
@@ -42,7 +46,7 @@ def _replace_far_behind(make_cluster: MakeCluster, extra: list[str]) -> ProcClus
     cluster = make_cluster(
         ["n1", "n2", "n3", "n4"],
         bootstrap=["n1", "n2", "n3"],
-        extra=["--partitions", "1", "--election-timeout-ticks", "50", *extra],
+        extra=[*ONE_GROUP, *extra],
     )
     cluster.start_all(["n1", "n2", "n3"])
     leader = cluster.wait_leader(GROUP)
@@ -88,7 +92,7 @@ def test_replace_node_behind_a_compacted_log_catches_up_by_snapshot(
 def test_disjoint_move_three_to_three(make_cluster: MakeCluster) -> None:
     """A group moves from n1-n3 to n4-n6 and keeps serving after n1-n3 are gone."""
     names = [f"n{i}" for i in range(1, 7)]
-    cluster = make_cluster(names, bootstrap=names[:3], extra=["--partitions", "1"])
+    cluster = make_cluster(names, bootstrap=names[:3], extra=ONE_GROUP)
     cluster.start_all(names[:3])
     leader = cluster.wait_leader(GROUP)
     assert asyncio.run(fill(cluster.urls(names[:3]), 300, partitions=1)) == 300
@@ -110,7 +114,7 @@ def test_disjoint_move_three_to_three(make_cluster: MakeCluster) -> None:
 
 def test_async_change_reports_its_status(make_cluster: MakeCluster) -> None:
     """submit returns an id at once; the status endpoint shows it done with its result."""
-    cluster = make_cluster(["n1", "n2", "n3"], extra=["--partitions", "1"])
+    cluster = make_cluster(["n1", "n2", "n3"], extra=ONE_GROUP)
     cluster.start_all()
     leader = cluster.wait_leader(GROUP)
     others = [n for n in cluster.names if n != leader]
@@ -134,9 +138,7 @@ def test_async_change_reports_its_status(make_cluster: MakeCluster) -> None:
 
 def test_concurrent_change_is_refused(make_cluster: MakeCluster) -> None:
     """While one change waits in catch-up, a second one gets 409 change-busy."""
-    cluster = make_cluster(
-        ["n1", "n2", "n3", "n4"], bootstrap=["n1", "n2", "n3"], extra=["--partitions", "1"]
-    )
+    cluster = make_cluster(["n1", "n2", "n3", "n4"], bootstrap=["n1", "n2", "n3"], extra=ONE_GROUP)
     cluster.start_all()
     leader = cluster.wait_leader(GROUP)
     # Hold n4 back so the first change stays in catch-up.
