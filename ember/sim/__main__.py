@@ -59,26 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
+    """The SimConfig the parsed flags describe; ValueError names a bad one."""
+    return SimConfig(
+        seed=seed,
+        nodes=args.nodes,
+        spares=args.spares,
+        sim_seconds=args.sim_seconds,
+        heal_seconds=args.heal_seconds,
+        bug=args.bug,
+        catchup_margin=args.catchup_margin,
+        compact_every=args.compact_every,
+        max_append=args.max_append,
+        faults=args.faults,
+        fault_gap_ms=args.fault_gap_ms,
+        propose_ms=args.propose_ms,
+        change_ms=args.change_ms,
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the simulator; returns the exit code."""
     args = build_parser().parse_args(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**63)
     try:
-        config = SimConfig(
-            seed=seed,
-            nodes=args.nodes,
-            spares=args.spares,
-            sim_seconds=args.sim_seconds,
-            heal_seconds=args.heal_seconds,
-            bug=args.bug,
-            catchup_margin=args.catchup_margin,
-            compact_every=args.compact_every,
-            max_append=args.max_append,
-            faults=args.faults,
-            fault_gap_ms=args.fault_gap_ms,
-            propose_ms=args.propose_ms,
-            change_ms=args.change_ms,
-        )
+        config = config_from_args(args, seed)
     except ValueError as err:
         print(f"ember.sim: error: {err}", file=sys.stderr)
         return 2

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
+from hypothesis import given
 
-from ember.sim.__main__ import main
+from ember.sim.__main__ import build_parser, config_from_args, main
+from ember.sim.runner import SimConfig
+from tests.sim.strategies import sim_configs
 
 QUICK = ["--nodes", "3", "--sim-seconds", "1", "--heal-seconds", "10", "--quiet"]
 
@@ -113,3 +117,12 @@ def test_a_crashing_run_exits_2_with_the_replay_command(
     assert "the run crashed: RuntimeError: boom" in err
     assert "replay: python -m ember.sim --seed 8" in err
     assert "Traceback" not in err
+
+
+@given(sim_configs(nodes=(1, 3, 5)))
+def test_replay_command_parses_back_to_the_same_configuration(config: SimConfig) -> None:
+    """Every field survives the printed replay command, so a replay is exact."""
+    argv = shlex.split(config.replay_command())
+    assert argv[:3] == ["python", "-m", "ember.sim"]
+    args = build_parser().parse_args(argv[3:])
+    assert config_from_args(args, args.seed) == config
