@@ -22,6 +22,7 @@ Every failure is an `ImageBuildError` naming the step that failed.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import subprocess
@@ -364,6 +365,9 @@ def _prune_old_tops(client: Any, keep: str, min_age_s: float = 3600) -> None:
                 client.images.remove(tag, noprune=False)
             except docker.errors.APIError:
                 continue  # in use by a running cluster: it goes next time
+    # Untagged leftovers of interrupted or concurrent builds of ours.
+    with contextlib.suppress(docker.errors.APIError):  # another prune is already at it
+        client.images.prune(filters={"dangling": True, "label": LABEL})
 
 
 def main(argv: list[str] | None = None) -> int:
