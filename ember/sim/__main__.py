@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from ember.raft import PLANTED_BUGS
-from ember.sim.faults import FAULT_KINDS
+from ember.sim.faults import FAULT_KINDS, Fault, parse_schedule
 from ember.sim.report import print_header, print_summary, progress_printer
 from ember.sim.runner import SimConfig
 from ember.sim.simulation import Simulation
@@ -38,6 +38,13 @@ def _faults(text: str) -> tuple[str, ...]:
     return kinds
 
 
+def _schedule(text: str) -> tuple[Fault, ...]:
+    try:
+        return parse_schedule(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The CLI's flags; every SimConfig field has one, so replays are exact."""
     p = _Parser(prog="python -m ember.sim", description=__doc__.split("\n\n")[0])
@@ -51,6 +58,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compact-every", type=int, default=40, help="0: never compact")
     p.add_argument("--max-append", type=int, default=64, help="max entries per AppendEntries")
     p.add_argument("--faults", type=_faults, default=FAULT_KINDS, help="comma list, or none")
+    p.add_argument(
+        "--schedule",
+        type=_schedule,
+        help="explicit faults at_ns:kind:duration_ns:target,... (overrides --faults)",
+    )
     p.add_argument("--fault-gap-ms", type=float, default=300.0, help="mean gap between faults")
     p.add_argument("--propose-ms", type=float, default=10.0, help="mean gap between proposals")
     p.add_argument("--change-ms", type=float, default=300.0, help="mean gap between changes")
@@ -72,6 +84,7 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         compact_every=args.compact_every,
         max_append=args.max_append,
         faults=args.faults,
+        schedule=args.schedule,
         fault_gap_ms=args.fault_gap_ms,
         propose_ms=args.propose_ms,
         change_ms=args.change_ms,

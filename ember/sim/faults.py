@@ -48,6 +48,36 @@ class Fault:
     duration_ns: int
     target: str
 
+    def __post_init__(self) -> None:
+        if self.kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {self.kind!r}; known: {', '.join(FAULT_KINDS)}")
+        if self.target not in TARGETS:
+            raise ValueError(f"unknown fault target {self.target!r}; known: {', '.join(TARGETS)}")
+        if self.at_ns < 0 or self.duration_ns <= 0:
+            raise ValueError(f"fault {self.kind} needs at >= 0 and a positive duration")
+
+    def encode(self) -> str:
+        """`at_ns:kind:duration_ns:target`, the --schedule syntax."""
+        return f"{self.at_ns}:{self.kind}:{self.duration_ns}:{self.target}"
+
+
+def encode_schedule(schedule: Sequence[Fault]) -> str:
+    """A schedule as one --schedule argument ("none" when empty)."""
+    return ",".join(f.encode() for f in schedule) or "none"
+
+
+def parse_schedule(text: str) -> tuple[Fault, ...]:
+    """The inverse of encode_schedule; ValueError names the bad item."""
+    if text == "none":
+        return ()
+    faults = []
+    for item in text.split(","):
+        parts = item.split(":")
+        if len(parts) != 4 or not parts[0].isdigit() or not parts[2].isdigit():
+            raise ValueError(f"bad fault {item!r}: expected at_ns:kind:duration_ns:target")
+        faults.append(Fault(int(parts[0]), parts[1], int(parts[2]), parts[3]))
+    return tuple(sorted(faults, key=lambda f: f.at_ns))
+
 
 def generate_schedule(
     rng: random.Random,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ember.sim.cluster import Observer, SimNode
-from ember.sim.faults import FAULT_KINDS
+from ember.sim.faults import FAULT_KINDS, Fault, encode_schedule
 from ember.sim.invariants import Violation
 
 LIVENESS = "liveness-after-heal"
@@ -39,6 +39,9 @@ class SimConfig:
     compact_every: int = 40
     max_append: int = 64  # RaftConfig.max_entries_per_append
     faults: tuple[str, ...] = FAULT_KINDS
+    # An explicit fault schedule (hypothesis builds these so it can shrink
+    # them); None draws one from the nemesis sub-seed with `faults` kinds.
+    schedule: tuple[Fault, ...] | None = None
     fault_gap_ms: float = 300.0
     propose_ms: float = 10.0
     change_ms: float = 300.0
@@ -73,7 +76,9 @@ class SimConfig:
             if f.name != "seed" and value == getattr(defaults, f.name):
                 continue
             flag = "--" + f.name.replace("_", "-")
-            if isinstance(value, tuple):
+            if f.name == "schedule":
+                value = encode_schedule(value)
+            elif isinstance(value, tuple):
                 value = ",".join(value) if value else "none"
             parts += [flag, str(value)]
         return shlex.join(parts)

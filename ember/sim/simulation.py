@@ -72,12 +72,15 @@ class Simulation:
         ref.append(self.cluster)
         nemesis_rng = self.seeds.rng("nemesis")
         self.fault_end_ns = int(config.sim_seconds * NS_PER_S)
-        self.schedule = generate_schedule(
-            nemesis_rng,
-            fault_ns=self.fault_end_ns,
-            kinds=config.faults,
-            mean_gap_ms=config.fault_gap_ms,
-        )
+        if config.schedule is not None:
+            self.schedule = list(config.schedule)
+        else:
+            self.schedule = generate_schedule(
+                nemesis_rng,
+                fault_ns=self.fault_end_ns,
+                kinds=config.faults,
+                mean_gap_ms=config.fault_gap_ms,
+            )
         self.nemesis = Nemesis(self.cluster, nemesis_rng, self.base_network)
         self.healed = False
         self.converged_ns: int | None = None

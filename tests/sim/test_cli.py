@@ -65,6 +65,8 @@ def test_events_dir_gets_one_events_file_per_node_in_the_envelope(
         (["--faults", "bogus"], "unknown fault kind"),
         (["--seed", "x"], "invalid int value"),
         (["--sim-seconds", "-1"], "must be positive"),
+        (["--schedule", "1:crash:x:leader"], "bad fault"),
+        (["--schedule", "1:melt:5:leader"], "unknown fault kind"),
     ],
 )
 def test_bad_flags_give_one_clear_message_and_exit_2(

@@ -91,3 +91,17 @@ def test_missing_the_convergence_bound_is_a_liveness_failure_not_safety() -> Non
     assert result.kind == "liveness"
     assert result.violations[0].prop == "liveness-after-heal"
     assert "not converged" in result.violations[0].detail
+
+
+def test_an_explicit_schedule_replaces_the_seeded_one() -> None:
+    """Exactly the listed faults are injected, and the schedule survives the replay command."""
+    from ember.sim.faults import Fault, parse_schedule
+
+    crash = Fault(at_ns=500_000_000, kind="crash", duration_ns=300_000_000, target="leader")
+    config = SimConfig(seed=1, nodes=3, sim_seconds=1.5, heal_seconds=10.0, schedule=(crash,))
+    result = Simulation(config).run()
+    assert result.valid
+    assert result.stats["faults"] == {"crash": 1}
+    assert result.stats["crashes"] == 1
+    flag = config.replay_command().split("--schedule ")[1].split()[0]
+    assert parse_schedule(flag) == (crash,)
