@@ -238,6 +238,27 @@ class Control:
                 local.unlink(missing_ok=True)
                 raise ControlError(f"cannot fetch {name}:{remote}: no such file") from None
 
+    def fetch_all(
+        self, remote: str, local_dir: Path, *, missing_ok: bool = False
+    ) -> dict[str, Path]:
+        """Fetch `remote` from every node at once into `local_dir/<node>/<name>`
+        (the store's nodes/<node>/ layout); with `missing_ok`, nodes lacking
+        the file are left out instead of failing."""
+        name = remote.rstrip("/").rsplit("/", 1)[-1]
+
+        def one(node: str) -> Path | None:
+            dest = local_dir / node / name
+            try:
+                self.fetch(node, remote, dest)
+            except ControlError:
+                if missing_ok and not self.run(node, f"test -e '{remote}'", check=False).ok:
+                    return None
+                raise
+            return dest
+
+        got = dict(zip(self.nodes, self.parallel(list(self.nodes), one), strict=True))
+        return {node: path for node, path in got.items() if path is not None}
+
     @contextmanager
     def _sftp(self, name: str) -> Iterator[paramiko.SFTPClient]:
         try:

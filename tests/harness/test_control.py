@@ -118,3 +118,21 @@ def test_wrong_key_is_an_authentication_error(cluster: SharedCluster, tmp_path: 
         pytest.raises(UnreachableError, match="authentication failed"),
     ):
         control.run(node.name, "true")
+
+
+def test_fetch_all_gathers_a_log_per_node(cluster: SharedCluster, tmp_path: Path) -> None:
+    """Each node's log lands in <dir>/<node>/<name>; a node without it is skipped when allowed."""
+    c = cluster.control
+    c.run_all("mkdir -p /var/log/faultline && hostname > /var/log/faultline/test-node.log")
+    c.run("n5", "rm /var/log/faultline/test-node.log")
+    try:
+        missing = r"cannot fetch n5:/var/log/faultline/test-node\.log"
+        with pytest.raises(ControlError, match=missing):
+            c.fetch_all("/var/log/faultline/test-node.log", tmp_path / "strict")
+        got = c.fetch_all("/var/log/faultline/test-node.log", tmp_path / "run", missing_ok=True)
+        assert sorted(got) == ["n1", "n2", "n3", "n4"]
+        for node, path in got.items():
+            assert path == tmp_path / "run" / node / "test-node.log"
+            assert path.read_text().strip() == node
+    finally:
+        c.run_all("rm -f /var/log/faultline/test-node.log")
