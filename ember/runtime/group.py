@@ -15,22 +15,28 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from ember.raft import (
+    AppendEntries,
     ChangeResult,
     ConfState,
     Entry,
     GroupId,
+    InstallSnapshot,
+    Message,
     NodeId,
     RaftConfig,
     RawNode,
     Ready,
     Snapshot,
     SnapshotMeta,
+    TimeoutNow,
 )
 from ember.storage import GroupStorage
 
 # An `applied` audit event every this many entries, at the same indexes on
 # every replica (as the simulator does), so convergence is one comparison.
 DIGEST_EVERY = 50
+# Messages only a leader sends (see Group.early_messages).
+_LEADER_MSGS = (AppendEntries, InstallSnapshot, TimeoutNow)
 
 
 class StateMachine(Protocol):
@@ -90,6 +96,7 @@ class Group:
         self.raw = RawNode(node_id, group_id, config, rng, persisted=None if fresh else persisted)
         hs = persisted.hard_state
         self._term_vote: tuple[int, str | None] = (hs.term, hs.vote)
+        self.vote_changed = False  # by the last persist()
         # index -> (term proposed in, future of the command's result)
         self.waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}
         self.tickets: dict[int, asyncio.Future[ChangeResult]] = {}
@@ -104,14 +111,33 @@ class Group:
         commit index is re-learnt from the leader after a restart, so it rides
         along with the next fsync instead of costing one of its own.
         """
+        self.vote_changed = False
         if rd.snapshot is None and not rd.entries and rd.hard_state is None:
             return False
         self.storage.save(rd.entries, rd.hard_state, rd.snapshot)
         hs = rd.hard_state
-        vote_changed = hs is not None and (hs.term, hs.vote) != self._term_vote
+        self.vote_changed = hs is not None and (hs.term, hs.vote) != self._term_vote
         if hs is not None:
             self._term_vote = (hs.term, hs.vote)
-        return bool(rd.entries) or rd.snapshot is not None or vote_changed
+        return bool(rd.entries) or rd.snapshot is not None or self.vote_changed
+
+    def early_messages(self, rd: Ready) -> list[Message]:
+        """The Ready's messages that may go out before its fsync; removes them from `rd`.
+
+        A leader's AppendEntries / InstallSnapshot / TimeoutNow carry entries
+        and a term it already holds; sending them while its own disk write
+        runs is safe (Raft thesis, 10.2.1) because the leader counts its own
+        copy only when it handles the acks, which this loop does only after
+        the round's fsync has returned. Not when this Ready changes the term
+        or vote: those must be durable before anyone hears of them. Votes and
+        acks (responses) always wait for the fsync.
+        """
+        if self.vote_changed or not rd.messages:
+            return []
+        early: list[Message] = [m for m in rd.messages if isinstance(m, _LEADER_MSGS)]
+        if early:
+            rd.messages = [m for m in rd.messages if not isinstance(m, _LEADER_MSGS)]
+        return early
 
     def apply(self, rd: Ready) -> list[tuple[int, str]]:
         """Apply a Ready's snapshot and committed entries; answer their waiters.

@@ -10,8 +10,13 @@ batched across groups so a node pays ONE fsync per round for all of them:
 2. take a Ready from every group that has one;
 3. stage every Ready's snapshot / entries / hard state, then commit the
    store (one write + fdatasync, in a worker thread so the API keeps
-   accepting requests, which pile up in the inbox and form the next batch);
-4. only then send the messages, apply committed entries (answering the
+   accepting requests, which pile up in the inbox and form the next batch).
+   Two things may happen before the fsync, each safe for a stated reason
+   (see `Group.early_messages` and `Group.durable_committed`): a leader's
+   appends go out (its disk write runs in parallel with replication), and
+   committed entries that were already durable are applied and answered;
+   a commit-index-only hard-state change is staged without an fsync;
+4. then send the other messages, apply committed entries (answering the
    proposals that wait on them), write audit events, resolve change tickets,
    and `advance`;
 5. compact logs that grew past `compact_every`.
@@ -264,6 +269,8 @@ class NodeRuntime:
             must_sync = group.persist(rd) or must_sync
         if must_sync:
             for group, rd in readies:
+                for msg in group.early_messages(rd):
+                    self._send(msg)
                 self._record_applied(group, group.apply_entries(group.durable_committed(rd)))
             started = time.perf_counter()
             await asyncio.to_thread(self.store.commit)
