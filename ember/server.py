@@ -31,6 +31,7 @@ from ember.kv import DEFAULT_PARTITIONS, KvTable, make_machines
 from ember.raft import PLANTED_BUGS, RaftConfig
 from ember.runtime import ConfigError, NodeConfig, NodeRuntime
 from ember.runtime.config import parse_hostport, parse_peers
+from ember.storage import StorageCorruption
 
 log = logging.getLogger("ember.server")
 
@@ -202,10 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         os.fdatasync = lambda fd: None
     try:
         asyncio.run(serve(cfg))
-    except OSError as err:
-        print(f"ember-node: {err}", file=sys.stderr)
-        return 1
-    except BlockingIOError as err:
+    except (OSError, StorageCorruption) as err:
+        # A port in use, a store another process holds, damaged data: say
+        # which, without a traceback (the store names the file and offset).
         print(f"ember-node: {err}", file=sys.stderr)
         return 1
     return 0

@@ -72,3 +72,36 @@ def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
     assert proc.stderr.strip().splitlines() == [
         f"ember-node: --config {missing}: No such file or directory"
     ]
+
+
+def test_second_process_on_a_data_dir_exits_with_one_line(tmp_path: Path) -> None:
+    """A store already held by a running node: exit 1 naming it, no traceback."""
+    from tests.node.cluster import ProcCluster, free_ports
+
+    cluster = ProcCluster(tmp_path, ["n1"], extra=["--partitions", "1"])
+    try:
+        cluster.start("n1")
+        raft, http = free_ports(2)
+        proc = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ember.server",
+                "--id",
+                "n1",
+                "--peers",
+                f"n1=127.0.0.1:{raft}:{http}",
+                "--data-dir",
+                str(cluster.data_dir("n1")),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        cluster.close()
+    assert proc.returncode == 1
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("ember-node:")]
+    assert len(lines) == 1
+    assert "already open" in lines[0]
+    assert "Traceback" not in proc.stderr
