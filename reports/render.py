@@ -61,6 +61,16 @@ def _plot(div_id: str, fig: dict[str, Any], **data_attrs: Any) -> str:
     )
 
 
+def _plan_summary(plan: dict[str, Any]) -> str:
+    def joined(value: Any) -> str:
+        return ",".join(map(str, value)) if isinstance(value, list | tuple) else str(value)
+
+    fields = [("backend", "backend"), ("nodes", "nodes"), ("workload", "workload"),
+              ("nemesis", "nemesis"), ("concurrency", "concurrency"),
+              ("time_limit_s", "time limit s"), ("rate_hz", "rate Hz")]  # fmt: skip
+    return " · ".join(f"{label} {joined(plan[k])}" for k, label in fields if k in plan)
+
+
 def header_html(data: RunData) -> str:
     """Verdicts, seed, replay command, plan parameters and ember version."""
     results = data.results or {}
@@ -85,6 +95,7 @@ def header_html(data: RunData) -> str:
 <p>seed <b id="seed">{_ESC(str(plan.get("seed", results.get("seed", "?"))))}</b> ·
 started {_ESC(data.run.started)} · {len(data.client_ops)} client operations ·
 ember {_ESC(ember_version(plan))}</p>
+<p id="plan-summary">{_ESC(_plan_summary(plan))}</p>
 <p>replay: <code id="replay">faultline replay {_ESC(str(data.run.path))}</code></p></header>
 <section><h2>Verdicts</h2><table id="verdicts">{"".join(rows)}</table>
 {f"<ul>{reasons}</ul>" if reasons else ""}
