@@ -114,6 +114,10 @@ class DockerBackend:
                 name=f"faultline-{self.name}-{node}",
                 hostname=node,
                 network=self.network_name,
+                # Peers find each other by node name (n1, n2, ...) on our network.
+                networking_config={
+                    self.network_name: client.api.create_endpoint_config(aliases=[node])
+                },
                 cap_add=["NET_ADMIN"],
                 init=True,
                 environment={"FAULTLINE_AUTHORIZED_KEY": public_key},

@@ -87,6 +87,13 @@ def test_nodes_reach_each_other_on_the_cluster_network(cluster: SharedCluster) -
         cluster.control.run("n1", probe)
 
 
+def test_nodes_resolve_each_other_by_node_name(cluster: SharedCluster) -> None:
+    """Inside the cluster, `n2` resolves to n2's address on the private network."""
+    for node in cluster.nodes[1:]:
+        out = cluster.control.run("n1", f"getent hosts {node.name}").stdout.split()
+        assert out[0] == node.ip
+
+
 def test_cluster_up_and_down_leaves_nothing() -> None:
     """A cluster brought up and down leaves no container, network or key behind."""
     backend = DockerBackend("pytest-updown", size=2)
