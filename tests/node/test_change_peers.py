@@ -40,7 +40,9 @@ def _read_sample(cluster: ProcCluster, node: str, keys: list[int]) -> list[str]:
     return asyncio.run(run())
 
 
-def _replace_far_behind(make_cluster: MakeCluster, extra: list[str]) -> ProcCluster:
+def _replace_far_behind(
+    make_cluster: MakeCluster, extra: list[str], slow_install_ms: float = 0
+) -> ProcCluster:
     """n4 (empty) replaces a follower of a group BEHIND entries long; n4 then
     leads and serves reads of the old entries from its own state."""
     cluster = make_cluster(
@@ -52,6 +54,10 @@ def _replace_far_behind(make_cluster: MakeCluster, extra: list[str]) -> ProcClus
     leader = cluster.wait_leader(GROUP)
     assert asyncio.run(fill(cluster.urls(["n1", "n2", "n3"]), BEHIND, partitions=1)) == BEHIND
     cluster.start("n4")
+    if slow_install_ms:
+        body = {"delay_ms": slow_install_ms}
+        code, _ = cluster.call("n4", "POST", "/admin/failpoints/snapshot.install.slow", body)
+        assert code == 200
     dropped = next(n for n in ("n1", "n2", "n3") if n != leader)
     new = sorted({"n1", "n2", "n3", "n4"} - {dropped})
     doc = _change(cluster, leader, new, token=1)
@@ -82,11 +88,15 @@ def test_replace_node_5000_entries_behind(make_cluster: MakeCluster) -> None:
 def test_replace_node_behind_a_compacted_log_catches_up_by_snapshot(
     make_cluster: MakeCluster,
 ) -> None:
-    """With the log compacted past what n4 needs, catch-up goes through a snapshot."""
-    cluster = _replace_far_behind(make_cluster, ["--compact-every", "500"])
+    """With the log compacted past what n4 needs, catch-up goes through a
+    snapshot, even with the snapshot install slowed by a failpoint."""
+    cluster = _replace_far_behind(make_cluster, ["--compact-every", "500"], slow_install_ms=300)
     installed = [e for e in cluster.events("n4") if e["kind"] == "snapshot-installed"]
-    assert installed, "n4 installed a snapshot"
-    assert installed[0]["index"] >= 1000
+    assert [e for e in installed if e["index"] >= 1000], installed
+    # The snapshot went through the slow-install failpoint on its way in.
+    code, fps = cluster.call("n4", "GET", "/admin/failpoints")
+    assert code == 200
+    assert fps["snapshot.install.slow"]["params"]["hits"] >= 1
 
 
 def test_disjoint_move_three_to_three(make_cluster: MakeCluster) -> None:
