@@ -5,6 +5,6 @@ address on the cluster network, SSH target), and tears it down. `docker`
 builds containers on a private network; `ssh` uses hosts a user already has.
 """
 
-from harness.backends.base import Backend, NodeHandle, SshTarget
+from harness.backends.base import Backend, NodeHandle, NoopBackend, SshTarget
 
-__all__ = ["Backend", "NodeHandle", "SshTarget"]
+__all__ = ["Backend", "NodeHandle", "NoopBackend", "SshTarget"]

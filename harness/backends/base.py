@@ -52,3 +52,20 @@ class Backend(Protocol):
     def nodes(self) -> list[NodeHandle]:
         """The nodes `up` returned (empty before `up` and after `down`)."""
         ...
+
+
+class NoopBackend:
+    """A backend with no nodes: for plans that need none (the simulator)
+    and for testing what drives a backend."""
+
+    def up(self) -> list[NodeHandle]:
+        """Nothing to start."""
+        return []
+
+    def down(self) -> None:
+        """Nothing to remove."""
+
+    @property
+    def nodes(self) -> list[NodeHandle]:
+        """Always empty."""
+        return []

@@ -37,6 +37,7 @@ def managed_cluster(
 ) -> Iterator[tuple[list[NodeHandle], Control]]:
     """Bring `backend` up; always heal faults and bring it down afterwards."""
     in_main = threading.current_thread() is threading.main_thread()
+    previous_int = signal.getsignal(signal.SIGINT)
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
     control: Control | None = None
     try:
@@ -58,5 +59,5 @@ def managed_cluster(
             backend.down()
         finally:
             if in_main:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, previous_int)
                 signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
