@@ -34,6 +34,13 @@ import msgspec
 
 from ember.raft import ConfState, Entry, Ready, Status
 from ember.sim.cluster import Cluster, Observer, SimNode
+from ember.sim.rules import (
+    chain_error,
+    describe_conf,
+    describe_entry,
+    is_quorum,
+    match_index,
+)
 from ember.sim.storage import DiskLog
 
 SAFETY_PROPERTIES: tuple[str, ...] = (
@@ -75,17 +82,6 @@ class _Committed:
 
 def _blob(entry: Entry) -> bytes:
     return _enc.encode(entry)
-
-
-def _has_majority(nodes: tuple[str, ...], holders: set[str]) -> bool:
-    return sum(1 for n in nodes if n in holders) * 2 > len(nodes)
-
-
-def _quorum(conf: ConfState, holders: set[str]) -> bool:
-    """A majority of the voters, and of the old voters while joint; no learners."""
-    if not _has_majority(conf.peers, holders):
-        return False
-    return conf.old_peers is None or _has_majority(conf.old_peers, holders)
 
 
 class Invariants(Observer):
@@ -141,12 +137,12 @@ class Invariants(Observer):
         voters = {
             v for (term, v), cand in self.votes.items() if term == status.term and cand == node.id
         }
-        if not _quorum(status.conf, voters):
+        if not is_quorum(status.conf, voters):
             self._fail(
                 "election-quorum",
                 node.id,
                 f"leader of term {status.term} with votes from {sorted(voters)} only, "
-                f"not a quorum of {_conf(status.conf)}",
+                f"not a quorum of {describe_conf(status.conf)}",
             )
 
     def on_crash(self, node: SimNode) -> None:
@@ -212,7 +208,7 @@ class Invariants(Observer):
             if st is None or st.stage != "catching-up" or leader is node:
                 continue
             last = leader.written.last_index
-            if last - _match_index(node.durable, leader.written, last) <= self.catchup_margin:
+            if last - match_index(node.durable, leader.written, last) <= self.catchup_margin:
                 self._caught_up.add((leader.id, st.term, node.id))
 
     def on_applied(self, node: SimNode, entry: Entry) -> None:
@@ -223,7 +219,8 @@ class Invariants(Observer):
             self._fail(
                 "state-machine-safety",
                 node.id,
-                f"applied {_show(entry)} at {entry.index}, another node applied a different entry",
+                f"applied {describe_entry(entry)} at {entry.index}; another node applied a "
+                "different entry there",
             )
 
     # -- log matching, committed entries never overwritten ----------------
@@ -316,31 +313,11 @@ class Invariants(Observer):
 
     def _check_config_chain(self, node: SimNode, log: DiskLog, entry: Entry) -> None:
         self.checks["config-chain"] += 1
-        conf = entry.conf
         _, prev, _ = log.conf_before(entry.index)
-        if conf is None or prev is None:
-            return
-        if prev.is_joint:
-            if conf.is_joint or conf.peers != prev.peers:
-                self._fail(
-                    "config-chain",
-                    node.id,
-                    f"after joint {_conf(prev)} comes {_conf(conf)} at {entry.index}; "
-                    "expected stable(new)",
-                )
-        elif conf.is_joint:
-            if conf.old_peers != prev.peers:
-                self._fail(
-                    "config-chain",
-                    node.id,
-                    f"joint {_conf(conf)} at {entry.index} does not start from {_conf(prev)}",
-                )
-        elif conf.peers != prev.peers:
-            self._fail(
-                "config-chain",
-                node.id,
-                f"stable {_conf(prev)} -> stable {_conf(conf)} at {entry.index}: no joint stage",
-            )
+        if entry.conf is not None and prev is not None:
+            problem = chain_error(prev, entry.conf, entry.index)
+            if problem is not None:
+                self._fail("config-chain", node.id, problem)
 
     def _check_leader_config_append(
         self, node: SimNode, log: DiskLog, entry: Entry, commit: int
@@ -362,7 +339,7 @@ class Invariants(Observer):
         for peer in sorted(set(conf.peers) - set(conf.old_peers or ())):
             if (node.id, entry.term, peer) in self._caught_up:
                 continue
-            match = _match_index(self.cluster.nodes[peer].written, log, leader_last)
+            match = match_index(self.cluster.nodes[peer].written, log, leader_last)
             if leader_last - match > self.catchup_margin:
                 self._fail(
                     "catchup-margin",
@@ -385,12 +362,12 @@ class Invariants(Observer):
         if term is None or commit == 0:
             return
         holders = self._durable_holders(commit, term)
-        if not (_quorum(conf_before, holders) or _quorum(conf_after, holders)):
+        if not (is_quorum(conf_before, holders) or is_quorum(conf_after, holders)):
             self._fail(
                 "quorum-commit",
                 node.id,
                 f"commit {commit} held durably only by {sorted(holders)}, not a quorum of "
-                f"{_conf(conf_before)} nor of {_conf(conf_after)}",
+                f"{describe_conf(conf_before)} nor of {describe_conf(conf_after)}",
             )
             return
         for index in log.config_indexes:
@@ -402,11 +379,11 @@ class Invariants(Observer):
             self._joint_checked.add(index)
             self.checks["joint-both-majorities"] += 1
             holders = self._durable_holders(index, entry.term)
-            if not _quorum(entry.conf, holders):
+            if not is_quorum(entry.conf, holders):
                 self._fail(
                     "joint-both-majorities",
                     node.id,
-                    f"joint entry {index} {_conf(entry.conf)} committed but held only by "
+                    f"joint entry {index} {describe_conf(entry.conf)} committed but held only by "
                     f"{sorted(holders)}",
                 )
                 return
@@ -418,26 +395,3 @@ class Invariants(Observer):
             if log.snap_index >= index or log.term_at(index) == term:
                 holders.add(other.id)
         return holders
-
-
-def _match_index(peer: DiskLog, leader: DiskLog, upto: int) -> int:
-    """The highest index <= upto where `peer` agrees with `leader`."""
-    index = min(peer.last_index, upto)
-    while index > peer.snap_index:
-        if peer.term_at(index) == leader.term_at(index):
-            return index
-        index -= 1
-    return peer.snap_index if peer.snapshot is not None else 0
-
-
-def _conf(conf: ConfState) -> str:
-    text = f"peers={list(conf.peers)}"
-    if conf.old_peers is not None:
-        text += f" old={list(conf.old_peers)}"
-    if conf.learners:
-        text += f" learners={list(conf.learners)}"
-    return text
-
-
-def _show(entry: Entry) -> str:
-    return f"(term {entry.term}, {entry.kind}, {entry.data[:20]!r})"
