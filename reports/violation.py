@@ -86,7 +86,12 @@ def _svg(rows: list[dict[str, Any]], kinds: dict[int, str], order: dict[int, int
     rets += [r["call"] for r in rows if kinds[r["id"]] == "unplaceable"]
     x1 = min(max(rets, default=x0) + 2, end)
     procs = sorted({str(r["process"]) for r in rows}, key=lambda p: (len(p), p))
-    scale = (WIDTH_PX - LEFT_PX - 10) / max(1, x1 - x0)
+    # Like porcupine, place bars by the rank of their partition's own calls and
+    # returns: in a big history a partition's ops are sparse in the index line.
+    ticks = sorted({x0, x1} | {min(max(p, x0), x1) for r in rows for p in (r["call"], r["ret"])
+                               if p is not None})  # fmt: skip
+    rank = {p: n for n, p in enumerate(ticks)}
+    scale = (WIDTH_PX - LEFT_PX - 10) / max(1, len(ticks) - 1)
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" id="lin-svg" width="{WIDTH_PX}" '
         f'height="{ROW_PX * len(procs) + 30}" font-family="sans-serif" font-size="11">'
@@ -95,8 +100,9 @@ def _svg(rows: list[dict[str, Any]], kinds: dict[int, str], order: dict[int, int
         parts.append(f'<text x="4" y="{row * ROW_PX + 20}">p{_ESC(proc)}</text>')
     for r in rows:
         kind = kinds[r["id"]]
-        call, ret = max(r["call"], x0), min(r["ret"] if r["ret"] is not None else end, x1)
-        x, y = LEFT_PX + (call - x0) * scale, procs.index(str(r["process"])) * ROW_PX + 6
+        call = rank[min(max(r["call"], x0), x1)]
+        ret = rank[min(max(r["ret"], x0), x1)] if r["ret"] is not None else rank[x1]
+        x, y = LEFT_PX + call * scale, procs.index(str(r["process"])) * ROW_PX + 6
         number = f"#{order[r['id']]} " if r["id"] in order else ""
         title = f"{number}op {r['id']}: {r['label']}"
         if r["ret"] is None:
