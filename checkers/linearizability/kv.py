@@ -144,10 +144,10 @@ class KvModel:
         appends = []
         others = []
         for w in writers:
-            if w.f == "append":
-                appends.append(w)
-            else:
+            if w.f != "append":
                 others.append(w)
+            elif not (isinstance(target, str) and isinstance(w.input, str)) or w.input in target:
+                appends.append(w)  # a piece not in the result cannot be part of it
         resets = []
         for w in others:
             f = w.f
