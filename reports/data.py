@@ -25,7 +25,7 @@ import msgspec
 
 from checkers import compose
 from checkers.history import Event, Operation, pair
-from checkers.stats import change_windows, fault_windows
+from checkers.stats import MEMBERSHIP_FS, change_windows, fault_windows
 from harness.store import RunDir
 
 NS_PER_S = 1_000_000_000
@@ -54,7 +54,7 @@ class RunData:
     @property
     def client_ops(self) -> list[Operation]:
         """Operations by client processes (ints), membership ops excluded."""
-        return [op for op in self.ops if isinstance(op.process, int)]
+        return [op for op in self.ops if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS]
 
     def op_by_index(self) -> dict[int, Operation]:
         """Operations keyed by their invoke index (the ops' ids everywhere)."""

@@ -22,6 +22,7 @@ from reports.data import NS_PER_S, RunData
 
 TIMELINE_BUDGET = 3000
 MAX_BUCKETS = 400
+MAX_BAND_LABELS = 12
 COLORS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
 BAND_COLORS = {"fault": "rgba(214,39,40,0.12)", "change": "rgba(31,119,180,0.12)"}
 Figure = dict[str, Any]
@@ -50,6 +51,8 @@ def bands(data: RunData) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                     "layer": "below",
                 }
             )
+            if len(data.faults) + len(data.changes) > MAX_BAND_LABELS:
+                continue  # labels would overlap; the page lists the windows instead
             notes.append(
                 {
                     "x": _s(w["start"]),

@@ -107,6 +107,14 @@ def _listed(items: list[str], limit: int = 12) -> str:
     return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
+def _window_list(data: RunData) -> str:
+    windows = sorted(data.faults + data.changes, key=lambda w: w["start"])
+    if len(windows) <= figures.MAX_BAND_LABELS:
+        return ""  # each band is labelled on the plots
+    spans = [f"{w['f']} {w['start'] / 1e9:.2f}-{w['end'] / 1e9:.2f} s" for w in windows]
+    return ": " + _listed(spans, 40)
+
+
 def _timeline_section(data: RunData) -> str:
     anchors = [t for t, _ in anomaly_times(data)[:1]]
     for w in data.faults:
@@ -120,6 +128,8 @@ def _timeline_section(data: RunData) -> str:
             f"around the first anomaly and each fault's start and end ({_listed(windows)})."
             " Latency and throughput below cover every operation."
         )
+    elif total == 0:
+        note = "No client operations: the history holds only fault and membership operations."
     else:
         note = f"All {total} operations drawn."
     counts = {"ok": 0, "fail": 0, "info": 0}
@@ -127,7 +137,7 @@ def _timeline_section(data: RunData) -> str:
         counts[op.type] += 1
     return (
         f'<section><h2>Operations</h2><p class="note" id="timeline-note">{_ESC(note)} '
-        "Shaded: faults (red), membership changes (blue).</p>"
+        f"Shaded: faults (red), membership changes (blue){_ESC(_window_list(data))}.</p>"
         + _plot(
             "timeline",
             fig,
