@@ -31,11 +31,12 @@ def _ensure_chromium() -> str | None:
         return None
     if shutil.which("apt-get") is None:
         return "chromium is missing and there is no apt-get to install it"
+    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]
     try:
-        subprocess.run(
-            ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"],
-            check=True, capture_output=True, timeout=600,
-        )  # fmt: skip
+        if subprocess.run(install, capture_output=True, timeout=600).returncode != 0:
+            # A fresh image may have no package lists yet.
+            subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=600)
+            subprocess.run(install, check=True, capture_output=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"chromium is missing and apt-get install failed: {exc}"
     if CHROMIUM.exists() and CHROMEDRIVER.exists():
