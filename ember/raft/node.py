@@ -182,6 +182,13 @@ class RawNode:
             stage = self._ctx.stage.value if self._ctx else "joint"
             cur = self._ctx.token if self._ctx else self.conf_token
             raise ChangeBusy(f"a change (token {cur}) is in flight at stage {stage}")
+        if self.conf_index > self.log.committed:
+            # As jraft: no change until the configuration in force is committed
+            # (a new leader's inherited entry); the catch-up check would go stale.
+            raise ChangeBusy(
+                f"the configuration entry at {self.conf_index} is not committed yet "
+                f"(commit {self.log.committed})"
+            )
         mem.start_change(self, ticket, target)
         return ticket
 

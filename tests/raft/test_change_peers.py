@@ -388,3 +388,27 @@ def test_old_voters_holding_an_uncommitted_removal_can_still_elect_a_leader():
     assert new.id in {"n4", "n5"}
     assert not new.conf.is_joint
     assert new.conf.peers == ("n4", "n5")
+
+
+def test_change_waits_for_the_configuration_in_force_to_commit():
+    """A new leader whose inherited C(new) is not yet committed refuses a change as busy."""
+    net = cluster(extra=["n4"])
+    # C(new) reaches n2 only; then n1 dies.
+    net.drop = lambda m: carries_config(m, stable_only=True) and m.dst != "n2"
+    net.nodes["n1"].change_peers(["n1", "n2", "n3", "n4"], token=1)
+    net.deliver()
+    net.down.add("n1")
+    # n2 wins the next election but none of its appends get through yet.
+    net.drop = lambda m: isinstance(m, AppendEntries) and m.src == "n2"
+    for _ in range(100):
+        if net.nodes["n2"].role == "leader":
+            break
+        net.tick()
+    new = net.nodes["n2"]
+    assert new.role == "leader"
+    assert new.conf_index > new.log.committed
+    with pytest.raises(ChangeBusy, match=r"not committed yet"):
+        new.change_peers(["n2", "n3", "n4"], token=2)
+    net.drop = lambda m: False
+    net.tick(times=3)
+    assert new.change_peers(["n2", "n3", "n4"], token=2).id > 0
