@@ -50,6 +50,7 @@ def _first_catch(bug: str, knobs: dict[str, Any], props: set[str]) -> tuple[int,
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("bug", "knobs", "props"), CASES, ids=[c[0] for c in CASES])
 def test_planted_bug_is_caught_by_the_property_it_breaks(
     bug: str, knobs: dict[str, Any], props: set[str]

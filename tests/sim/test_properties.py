@@ -7,6 +7,7 @@ heal. A failure prints the command that replays the run.
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import event, given
 
 from ember.sim.faults import FAULT_KINDS
@@ -27,6 +28,7 @@ def _run(config: SimConfig) -> SimResult:
     return Simulation(config).run()
 
 
+@pytest.mark.slow
 @given(sim_configs(nodes=(3, 4)))
 def test_small_groups_stay_safe_and_converge_under_faults_during_changes(config: SimConfig) -> None:
     """3-4 voters: every safety property holds at every step and the group converges after heal."""
@@ -35,6 +37,7 @@ def test_small_groups_stay_safe_and_converge_under_faults_during_changes(config:
     event(f"changes ok: {min(result.stats['changes'].get('ok', 0), 3)}+")
 
 
+@pytest.mark.slow
 @given(sim_configs(nodes=(5,), sim_seconds=1.5))
 def test_five_voter_groups_stay_safe_and_converge_under_faults_during_changes(
     config: SimConfig,
@@ -44,6 +47,7 @@ def test_five_voter_groups_stay_safe_and_converge_under_faults_during_changes(
     assert result.valid, _explain(result)
 
 
+@pytest.mark.slow
 def test_the_workload_exercises_every_change_kind_and_fault_kind() -> None:
     """Not vacuous: default runs complete every kind of change, under every kind of fault."""
     kinds_ok: set[str] = set()
