@@ -5,7 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import random
+import signal
 
+from checkers.api import CheckContext
+from checkers.convergence import ConvergenceChecker
+from checkers.raft import RaftChecker
 from ember.client import EmberClient
 from tests.node.cluster import ProcCluster, fill
 from tests.node.conftest import MakeCluster
@@ -77,9 +81,33 @@ def _replace_far_behind(
     return cluster
 
 
+def _assert_audit_valid(cluster: ProcCluster) -> None:
+    """Stop every node cleanly, then run the Raft and convergence checkers on
+    the nodes' own audit logs."""
+    leader = cluster.wait_leader(GROUP)
+
+    def quiet() -> bool:
+        # Every voter applied all the leader committed: the end states compare.
+        st = cluster.status(leader)["groups"][GROUP]
+        return all(
+            cluster.status(v)["groups"][GROUP]["applied"] == st["commit"]
+            for v in st["conf"]["peers"]
+        )
+
+    cluster.wait_for(quiet, "the voters to apply everything committed")
+    for name in list(cluster.procs):
+        cluster.kill(name, signal.SIGTERM)
+    ctx = CheckContext(audit={n: cluster.events(n) for n in cluster.names})
+    for checker in (RaftChecker(), ConvergenceChecker()):
+        result = checker.check(ctx)
+        assert result.valid is True, (checker.name, result)
+
+
 def test_replace_node_5000_entries_behind(make_cluster: MakeCluster) -> None:
-    """A new node 5,000 entries behind catches up by appends and replaces a follower."""
+    """A new node 5,000 entries behind catches up by appends and replaces a
+    follower; the nodes' audit logs pass the Raft and convergence checkers."""
     cluster = _replace_far_behind(make_cluster, ["--compact-every", "0"])
+    _assert_audit_valid(cluster)
     installed = [e for e in cluster.events("n4") if e["kind"] == "snapshot-installed"]
     # Only the bootstrap configuration (the empty snapshot at index 0) may come that way.
     assert all(e["index"] == 0 for e in installed)
@@ -97,6 +125,7 @@ def test_replace_node_behind_a_compacted_log_catches_up_by_snapshot(
     code, fps = cluster.call("n4", "GET", "/admin/failpoints")
     assert code == 200
     assert fps["snapshot.install.slow"]["params"]["hits"] >= 1
+    _assert_audit_valid(cluster)
 
 
 def test_disjoint_move_three_to_three(make_cluster: MakeCluster) -> None:
@@ -120,6 +149,7 @@ def test_disjoint_move_three_to_three(make_cluster: MakeCluster) -> None:
             return (await c.put("after-move", 1)).type
 
     assert asyncio.run(write()) == "ok"
+    _assert_audit_valid(cluster)
 
 
 def test_async_change_reports_its_status(make_cluster: MakeCluster) -> None:
