@@ -5,9 +5,10 @@ lake's `runs` table already holds (a run's id is its dir relative to the
 store), so ingesting a run twice changes nothing. The rest are spread over
 executors, each turning a run into rows with pipeline/extract.py; a run it
 cannot trust becomes a `_skipped` row (its id and the reason), which is
-logged and kept in `lake/_skipped.json`, never a failed job. Each table is
-appended, partitioned by date, workload and nemesis, `runs` LAST: a run is in
-the lake once its `runs` row is. Child rows carry the `ingest_id` of the
+logged and kept in `lake/_skipped.json`, never a failed job. Each task
+writes its runs' rows as Parquet files in Spark's layout, partitioned by date,
+workload and nemesis (pipeline/lakefiles.py), `runs` LAST: a run is in the
+lake once its `runs` row is. Child rows carry the `ingest_id` of the
 ingest that wrote them, and readers keep only those whose (run_id,
 ingest_id) is in `runs` (`read_table`), so an ingest that dies midway leaves
 rows no reader sees, and the next ingest writes the run afresh.
@@ -25,8 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from harness.store import iter_runs
-from pipeline.extract import extract_rows, run_id
-from pipeline.schemas import PARTITION_COLUMNS, TABLES, WRITE_ORDER, spark_schema
+from pipeline.extract import run_id
+from pipeline.lakefiles import write_part
+from pipeline.schemas import TABLES, spark_schema
 
 log = logging.getLogger("faultline.pipeline")
 SKIPPED_FILE = "_skipped.json"
@@ -89,39 +91,20 @@ def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> Inge
     return report
 
 
-def _summarize(rows: Any) -> Any:
-    """One partition's (row count per table, skipped runs), in one pass."""
-    counts: Counter[str] = Counter()
-    skipped = []
-    for table, row in rows:
-        counts[table] += 1
-        if table == "_skipped":
-            skipped.append(tuple(row))
-    yield dict(counts), skipped
-
-
 def _ingest_runs(
     spark: Any, store: str, lake: Path, todo: list[str], report: IngestReport, progress: Any
 ) -> None:
-    from pyspark import StorageLevel
-
     sc = spark.sparkContext
-    ingest_id = report.ingest_id
+    ingest_id, where = report.ingest_id, str(lake)
     slices = max(1, min(len(todo), sc.defaultParallelism * 4))
-    rows = sc.parallelize(todo, slices).flatMap(lambda p: extract_rows(store, p, ingest_id))
-    rows.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        for table in WRITE_ORDER:
-            if progress is not None:
-                progress(f"writing {table}")
-            subset = rows.filter(lambda tr, t=table: tr[0] == t).map(lambda tr: tr[1])
-            df = spark.createDataFrame(subset, spark_schema(table))
-            df.write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(str(lake / table))
-        summaries = rows.mapPartitions(_summarize).collect()
-    finally:
-        rows.unpersist()
+    if progress is not None:
+        progress(f"ingesting {len(todo)} runs in {slices} tasks")
+    # Each task extracts its runs and writes their Parquet files itself (pipeline/lakefiles.py).
+    parts = sc.parallelize(todo, slices).mapPartitionsWithIndex(
+        lambda task, paths: [write_part(store, list(paths), where, ingest_id, task)]
+    )
     counts: Counter[str] = Counter()
-    for part_counts, skipped in summaries:
+    for part_counts, skipped in parts.collect():
         counts.update(part_counts)
         report.skipped.extend(skipped)
     report.rows = {t: counts[t] for t in TABLES}
