@@ -102,7 +102,17 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         options["nemesis_phases"] = list(_names(args.nemesis_phases, PHASES, "--nemesis-phases"))
     if args.failpoint:
         options["failpoints"] = dict(_failpoint(text) for text in args.failpoint)
+    settings: dict[str, Any] = {}
+    for text in args.db_setting or ():
+        key, sep, raw = text.partition("=")
+        if not key or not sep:
+            raise CliError(f"--db-setting {text!r}: expected KEY=VALUE")
+        try:
+            settings[key] = msgspec.json.decode(raw)
+        except msgspec.DecodeError:
+            settings[key] = raw  # a bare word is a string
     plan = plans.Plan(
+        db_settings=settings,
         name=args.name or "ember-" + "-".join(workload),
         seed=seed,
         backend=args.backend,
@@ -138,6 +148,8 @@ def add_parser(subparsers: Any) -> None:
                    help=f"phases that trigger faults: {', '.join(PHASES)}")  # fmt: skip
     p.add_argument("--failpoint", action="append", metavar="NAME[=JSON]",
                    help="switch an ember failpoint on at every node from the start")  # fmt: skip
+    p.add_argument("--db-setting", action="append", metavar="KEY=VALUE",
+                   help="an ember setting (TOML key), e.g. election_timeout_ticks=40")  # fmt: skip
     p.add_argument("--time-limit", type=_positive(float, "--time-limit"), default=60.0,
                    metavar="SECONDS")  # fmt: skip
     p.add_argument("--quiet-period", type=float, default=5.0, metavar="SECONDS",

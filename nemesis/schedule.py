@@ -70,6 +70,11 @@ class NemesisWorker:
     def _leader(self, v: dict[str, Any], rng: random.Random) -> tuple[str, str]:
         """(node, group): the leader of the trigger's group, else of a seeded group."""
         group = v.get("group") or rng.choice(self.db.groups())
+        trigger = v.get("trigger") or {}
+        if trigger.get("group") == group and trigger.get("node") in self.names:
+            # change-stage is emitted by the group's leader: no status round
+            # trip, so the fault lands while the phase still holds.
+            return str(trigger["node"]), group
         leader = self.db.leaders().get(group)
         return (leader or rng.choice(self.names)), group
 
