@@ -162,13 +162,15 @@ def _segments(path: Path) -> list[list[dict[str, Any]]]:
 
 def test_the_phase_triggered_nemesis_fires_inside_joint(store: Path) -> None:
     """A leader killed on a JOINT trigger was still in JOINT when it died (its audit log)."""
-    # Appends held 1 s make JOINT outlast the trigger's reaction (an SSH
-    # round trip or two on a loaded machine).
+    # Appends held 800 ms make JOINT outlast the trigger's reaction (an SSH
+    # round trip or two on a loaded machine); a 2-4 s election timeout keeps
+    # the held heartbeats from deposing every leader.
     plan = _plan(seed=77, time_limit_s=30.0, nemesis=("kill",),
+                 db_settings={"election_timeout_ticks": 40},
                  workload=("register", "change-peers"),
                  options={"nemesis_mode": "phase", "nemesis_phases": ["joint"],
                           "change_interval_s": 1.0,
-                          "failpoints": {"raft.append.delay": {"delay_ms": 1000}}})  # fmt: skip
+                          "failpoints": {"raft.append.delay": {"delay_ms": 800}}})  # fmt: skip
     out = run(plan, store)
     kills = [op for op in pair(load_history(out.run.history))
              if op.f == "kill" and op.type == "ok"]  # fmt: skip
