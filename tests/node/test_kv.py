@@ -48,6 +48,11 @@ def test_non_leader_answers_with_leader_address(make_cluster: MakeCluster) -> No
     cluster.start_all()
     leader = cluster.wait_leader("part-0")
     follower = next(n for n in cluster.names if n != leader)
+    # A follower names the leader once it has heard from it.
+    cluster.wait_for(
+        lambda: cluster.status(follower)["groups"]["part-0"]["leader"] == leader,
+        f"{follower} to learn the leader",
+    )
     code, doc = cluster.call(follower, "PUT", "/kv/x", {"value": 1})
     assert code == 421
     assert doc["leader"] == leader
