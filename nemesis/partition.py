@@ -87,17 +87,19 @@ def one_way(sources: Sequence[str], targets: Sequence[str]) -> dict[str, frozens
 
 
 def partition(control: Control, nodes: Sequence[NodeHandle], grudge: Grudge) -> Fault:
-    """Apply `grudge` with iptables; the returned fault heals by flushing our chain."""
+    """Apply `grudge` with iptables, replacing any partition in place; the
+    returned fault heals by flushing our chain."""
     by_name = {n.name: n for n in nodes}
     unknown = sorted({*grudge, *(p for ps in grudge.values() for p in ps)} - set(by_name))
     if unknown:
         raise ValueError(f"grudge names unknown nodes: {', '.join(unknown)}")
+    # Every node's chain is flushed first, so the new grudge replaces any
+    # partition already in place rather than adding to it.
     commands: dict[str, list[str]] = {}
-    for node, peers in sorted(grudge.items()):
-        if not peers:
-            continue
-        rules = [f"iptables -w -A {CHAIN} -s {by_name[p].ip} -j DROP" for p in sorted(peers)]
-        commands[node] = [*ENSURE_CHAIN, *rules]
+    for node in sorted(by_name):
+        peers = sorted(grudge.get(node, frozenset()))
+        rules = [f"iptables -w -A {CHAIN} -s {by_name[p].ip} -j DROP" for p in peers]
+        commands[node] = [*ENSURE_CHAIN, *FLUSH_CHAIN, *rules]
     heal = {node: list(FLUSH_CHAIN) for node in commands}
     detail = {"grudge": {n: sorted(p) for n, p in sorted(grudge.items())}}
     return apply(control, "partition", commands, heal, detail)

@@ -64,11 +64,22 @@ def test_one_way_partition_drops_one_direction_only(healed: SharedCluster) -> No
     """n1 -> n2 is dropped at n2 only; n1 keeps no rule against n2."""
     c = healed.control
     fault = p.partition(c, healed.nodes, p.one_way(["n1"], ["n2"]))
-    assert list(fault.commands) == ["n2"]
+    assert [n for n, cmds in fault.commands.items() if "DROP" in cmds[-1]] == ["n2"]
     assert _chain_rules(c, "n1") == []
     assert len(_chain_rules(c, "n2")) == 1
     fault.heal(c)
     assert _chain_rules(c, "n2") == []
+
+
+def test_a_new_partition_replaces_the_previous_one(healed: SharedCluster) -> None:
+    """Partitioning again leaves only the new grudge's rules on every node."""
+    c, ip = healed.control, {n.name: n.ip for n in healed.nodes}
+    p.partition(c, healed.nodes, p.isolate(NAMES, "n1"))
+    fault = p.partition(c, healed.nodes, p.isolate(NAMES, "n5"))
+    assert _chain_rules(c, "n1") == [f"-A FAULTLINE -s {ip['n5']}/32 -j DROP"]
+    assert len(_chain_rules(c, "n5")) == 4
+    fault.heal(c)
+    assert all(_chain_rules(c, n) == [] for n in NAMES)
 
 
 def test_healing_leaves_other_iptables_rules_alone(healed: SharedCluster) -> None:
