@@ -105,8 +105,9 @@ class EmberClient:
         return _pick(out, "value")
 
     async def put(self, key: str, value: Any) -> Outcome:
-        """Write `value` (any JSON value)."""
-        return await self._kv("PUT", key, "", {"value": value})
+        """Write `value` (any JSON value); ok carries no value."""
+        out = await self._kv("PUT", key, "", {"value": value})
+        return Outcome("ok", None, None, out.status, out.url) if out.ok else out
 
     async def cas(self, key: str, expected: Any, value: Any) -> Outcome:
         """Compare-and-set; ok with value [swapped, value before] (None: absent)."""
