@@ -269,14 +269,16 @@ def _image(log: Callable[[str], None]) -> str:
     log("building the ember image (cached layers are reused)")
     try:
         tag = build_image(log=log).tag
-    except (ImageBuildError, docker.errors.APIError) as exc:
-        # Another build from this tree may prune our fresh tag between its
-        # build and its lookup; `latest` then holds that other, newer build.
+    except ImageBuildError as exc:
+        raise RunError(f"image build failed: {_describe(exc)}") from exc
+    except docker.errors.NotFound as exc:
+        # Another build from this tree pruned our fresh tag between its build
+        # and its lookup; `latest` then holds that other, newer build.
         try:
             connect_docker().images.get(DEFAULT_IMAGE)
         except docker.errors.DockerException:
             raise RunError(f"image build failed: {_describe(exc)}") from exc
-        log(f"image build did not finish cleanly ({_describe(exc)}); using {DEFAULT_IMAGE}")
+        log(f"our image tag was pruned by a concurrent build; using {DEFAULT_IMAGE}")
         return DEFAULT_IMAGE
     # Run `latest` rather than the hash tag: a concurrent build from this
     # tree may prune the hash tag before the containers start; `latest` is
