@@ -87,4 +87,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run through the package module, not __main__, so the subcommands'
+    # `from harness.cli import CliError` names the same class caught above.
+    from harness.cli import main as package_main
+
+    sys.exit(package_main())
