@@ -2,6 +2,7 @@
 
 Usage: python bench/node_throughput.py [--seconds S] [--clients N]
                                        [--partitions P] [--modes nofsync,fsync]
+                                       [--node-args ARG...]
 
 Starts three real `ember-node` processes (free ports, temp data dirs), then
 for each mode runs a put phase and a get phase of `--seconds` each with
@@ -80,7 +81,7 @@ async def _phase(
 def _run_mode(
     root: Path, mode: str, args: argparse.Namespace, console: Console
 ) -> list[tuple[str, ...]]:
-    extra = ["--partitions", str(args.partitions), "--log-level", "WARNING"]
+    extra = ["--partitions", str(args.partitions), "--log-level", "WARNING", *args.node_args]
     if mode == "nofsync":
         extra.append("--unsafe-no-fsync")
     cluster = ProcCluster(root / mode, ["n1", "n2", "n3"], extra=extra)
@@ -128,6 +129,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
     parser.add_argument("--partitions", type=int, default=8, help="KV partitions (default 8)")
     parser.add_argument("--modes", default="nofsync,fsync", help="comma-separated: nofsync,fsync")
+    parser.add_argument(
+        "--node-args",
+        nargs=argparse.REMAINDER,
+        default=[],
+        help="the rest of the line goes to every ember-node (e.g. --tick-ms 100)",
+    )
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
     bad = [m for m in modes if m not in ("nofsync", "fsync")]
