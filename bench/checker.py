@@ -10,7 +10,7 @@
    process so peaks do not carry over. The default mix is get/put/cas
    (a register per key, as Jepsen's cas-register workloads); --append-rate
    0.15 adds appends, whose orders a hot key with many clients makes much
-   harder to search (see the report in the commit history).
+   harder to search (docs/models.md, "Limits").
 
 Usage: .venv/bin/python bench/checker.py [--skip-fixtures] [--skip-generated]
        [--sizes 1000,10000,100000] [--keys 10,100,1000] [--clients 5,50]
