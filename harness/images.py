@@ -10,11 +10,15 @@ skipped outright (a warm rebuild is a few hashes and docker lookups):
    installed on top; otherwise a rootfs bootstrapped with debootstrap from
    the mirror named in this machine's own apt sources, then `docker import`.
 2. deps  `faultline-deps:<hash of base + dependencies + deps files>`: a venv
-   with faultline's third-party dependencies, installed offline from a
-   wheelhouse that `pip wheel` builds on the host (the image's python3 is
-   Debian's 3.11, like the host's, so host wheels fit).
+   with only what ember-node needs at run time (`EMBER_NODE_DEPS`, with the
+   version bounds pyproject gives them, and what they pull), installed
+   offline from a wheelhouse that `pip wheel` builds on the host (the
+   image's python3 is Debian's 3.11, like the host's, so host wheels fit).
+   The harness's own dependencies (pandas, pyarrow, plotly, ...) run on the
+   host and never enter the image.
 3. top   `faultline-ember:<hash of deps + source>`: the faultline wheel built
-   from the current source, also tagged `faultline-ember:latest`.
+   from the current source and installed with --no-deps, also tagged
+   `faultline-ember:latest`.
 
 Large artifacts (rootfs, wheelhouse) live in images/cache/ (git-ignored).
 Every failure is an `ImageBuildError` naming the step that failed.
@@ -24,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +54,12 @@ LABEL = "faultline.image"
 STANDARD_BASES = ("debian:bookworm-slim", "debian:bookworm")
 # Source the faultline wheel is built from; hashed for the top layer's tag.
 SOURCE_PACKAGES = ("ember", "harness", "nemesis", "workloads", "checkers", "reports", "pipeline")
+# The third-party distributions ember-node imports (ember.server and
+# ember.runtime: msgspec for the wire and disk formats, aiohttp for HTTP).
+# Their version bounds come from pyproject's dependency list, so the bound is
+# declared once; rich (used only by ember.sim's report) stays on the host.
+EMBER_NODE_DEPS = ("msgspec", "aiohttp")
+_REQ_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
 class ImageBuildError(RuntimeError):
@@ -78,9 +89,35 @@ def base_packages() -> list[str]:
 
 
 def project_dependencies() -> list[str]:
-    """Third-party requirements of the image: pyproject's dependencies."""
+    """pyproject's (core) dependency list, as written."""
     data = tomllib.loads((ROOT / "pyproject.toml").read_text())
     return sorted(str(d) for d in data["project"]["dependencies"])
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def node_dependencies(
+    deps: Iterable[str] | None = None, wanted: Iterable[str] = EMBER_NODE_DEPS
+) -> list[str]:
+    """The image's third-party requirements: pyproject's entries (`deps`,
+    by default the current list) for the distributions in `wanted`. A wanted
+    name missing from pyproject is an `ImageBuildError`: installing it
+    unpinned would quietly diverge from what the host tests run against."""
+    listed = project_dependencies() if deps is None else list(deps)
+    by_name: dict[str, str] = {}
+    for req in listed:
+        match = _REQ_NAME.match(req.strip())
+        if match:
+            by_name[_canonical(match.group(0))] = req.strip()
+    missing = [n for n in wanted if _canonical(n) not in by_name]
+    if missing:
+        raise ImageBuildError(
+            "deps: requirements",
+            f"{', '.join(missing)} not in pyproject's [project] dependencies",
+        )
+    return sorted(by_name[_canonical(n)] for n in wanted)
 
 
 def build_requirements() -> list[str]:
@@ -124,7 +161,7 @@ def base_tag(salt: str = "") -> str:
 def deps_tag(base: str) -> str:
     """Tag of the deps layer on `base` for the current dependencies."""
     files = [IMAGES_DIR / n for n in ("deps.Dockerfile", "entrypoint.sh", "sshd_faultline.conf")]
-    parts: list[str | bytes] = [base, *project_dependencies()]
+    parts: list[str | bytes] = [base, *node_dependencies()]
     parts += [f.read_bytes() for f in files]
     return f"faultline-deps:{_digest(parts)}"
 
@@ -276,13 +313,12 @@ def _wheelhouse(step: str, name: str, reqs: list[str]) -> Path:
 
 
 def _build_deps(client: Any, base: str, tag: str) -> None:
-    house = _wheelhouse(
-        "deps: pip wheel", f"wheelhouse-{tag.split(':')[1]}", project_dependencies()
-    )
+    reqs = node_dependencies()
+    house = _wheelhouse("deps: pip wheel", f"wheelhouse-{tag.split(':')[1]}", reqs)
     with tempfile.TemporaryDirectory(dir=_cache()) as ctx_name:
         ctx = Path(ctx_name)
         shutil.copytree(house, ctx / "wheels", ignore=shutil.ignore_patterns(".complete"))
-        (ctx / "requirements.txt").write_text("\n".join(project_dependencies()) + "\n")
+        (ctx / "requirements.txt").write_text("\n".join(reqs) + "\n")
         for name in ("deps.Dockerfile", "entrypoint.sh", "sshd_faultline.conf"):
             shutil.copy(IMAGES_DIR / name, ctx / name)
         docker_build(client, "deps: venv", ctx, "deps.Dockerfile", tag, BASE=base)

@@ -1,4 +1,4 @@
-# Deps layer: a venv with faultline's third-party dependencies, installed
+# Deps layer: a venv with ember-node's run-time dependencies only, installed
 # offline from a wheelhouse built on the host, plus sshd set-up. The base is
 # always a local image (bootstrapped or already present), never pulled here.
 ARG BASE
