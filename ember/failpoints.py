@@ -40,6 +40,9 @@ KNOWN: dict[str, str] = {
     "raft.append.drop": "drop AppendEntries to `peer` with `probability`",
     "raft.message.drop": "drop every outgoing Raft message to `peer` with `probability`",
     "snapshot.install.slow": "hold an incoming InstallSnapshot for `delay_ms` before stepping it",
+    "rebalance.cancel-without-revision-guard": "planted: write a cancel without checking "
+    "that pending is the revision it names",
+    "rebalance.ignore-last-seen": "planted: a primary acts on requests older than its last seen",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

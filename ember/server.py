@@ -28,6 +28,8 @@ from aiohttp import web
 
 from ember.api import Api
 from ember.kv import DEFAULT_PARTITIONS, KvTable, make_machines
+from ember.metastore import META_GROUP, MetastoreMachine
+from ember.placement import ControlPlane
 from ember.raft import PLANTED_BUGS, RaftConfig
 from ember.runtime import ConfigError, NodeConfig, NodeRuntime
 from ember.runtime.config import parse_hostport, parse_peers
@@ -57,6 +59,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, help="seed of every random choice (default 0)")
     p.add_argument("--partitions", type=int, help=f"KV partitions (default {DEFAULT_PARTITIONS})")
     p.add_argument("--bootstrap", help="initial voters, comma-separated (default: all peers)")
+    p.add_argument(
+        "--meta-nodes",
+        help="run the metastore, zones and placement driver; metastore voters, "
+        "comma-separated, or 'auto' for the first 3 of --bootstrap (default: off)",
+    )
     p.add_argument("--tick-ms", type=float, help="Raft tick length in ms (default 50)")
     p.add_argument("--compact-every", type=int, help="compact a log every N entries (0: never)")
     for key in _RAFT_KEYS:
@@ -132,6 +139,13 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
     bad = [b for b in bootstrap if b not in peers]
     if bad:
         raise ConfigError(f"--bootstrap: unknown node(s) {', '.join(bad)}")
+    meta_raw = s.get("meta_nodes") or ""
+    if meta_raw == "auto":
+        meta_raw = ",".join(bootstrap[:3])
+    meta_nodes = tuple(sorted(m for m in str(meta_raw).split(",") if m))
+    bad = [m for m in meta_nodes if m not in peers]
+    if bad:
+        raise ConfigError(f"--meta-nodes: unknown node(s) {', '.join(bad)}")
     for key in _INT_KEYS:
         if key in s and (not isinstance(s[key], int) or isinstance(s[key], bool)):
             raise ConfigError(f"{key} must be an integer")
@@ -148,6 +162,7 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
         http_listen=http,
         raft_listen=raft,
         bootstrap=bootstrap,
+        meta_nodes=meta_nodes,
         partitions=partitions,
         seed=s.get("seed", 0),
         tick_ms=tick_ms,
@@ -159,9 +174,18 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
 
 async def serve(cfg: NodeConfig) -> None:
     """Run the node until SIGTERM or SIGINT, then stop cleanly."""
-    runtime = NodeRuntime(cfg, make_machines(cfg.partitions))
+    machines = make_machines(cfg.partitions)
+    meta = MetastoreMachine() if cfg.node_id in cfg.meta_nodes else None
+    if meta is not None:
+        machines[META_GROUP] = meta
+    # Only the metastore's voters host its group; the others reach it over HTTP.
+    runtime = NodeRuntime(cfg, machines, {META_GROUP: cfg.meta_nodes})
     await runtime.start()
-    runner = web.AppRunner(Api(runtime, KvTable(runtime, cfg.partitions)).app(), access_log=None)
+    app = Api(runtime, KvTable(runtime, cfg.partitions)).app()
+    plane = ControlPlane(runtime, meta) if cfg.meta_nodes else None
+    if plane is not None:
+        plane.add_routes(app)
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -178,9 +202,13 @@ async def serve(cfg: NodeConfig) -> None:
             cfg.partitions,
             cfg.data_dir,
         )
+        if plane is not None:
+            await plane.start()
         await stop.wait()
     finally:
         log.info("node %s stopping", cfg.node_id)
+        if plane is not None:
+            await plane.stop()
         await runner.cleanup()
         await runtime.stop()
 

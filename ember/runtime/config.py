@@ -45,6 +45,7 @@ class NodeConfig:
     http_listen: tuple[str, int]
     raft_listen: tuple[str, int]
     bootstrap: tuple[str, ...]  # initial voters of every partition; others start empty
+    meta_nodes: tuple[str, ...] = ()  # voters of the metastore group (set by the server)
     partitions: int = 8
     seed: int = 0
     tick_ms: float = 50.0

@@ -73,7 +73,13 @@ def partition_group(index: int) -> GroupId:
 class NodeRuntime:
     """A node: its store, transport, groups, audit log and failpoints."""
 
-    def __init__(self, cfg: NodeConfig, machines: dict[GroupId, StateMachine]) -> None:
+    def __init__(
+        self,
+        cfg: NodeConfig,
+        machines: dict[GroupId, StateMachine],
+        bootstraps: dict[GroupId, tuple[str, ...]] | None = None,
+    ) -> None:
+        """`bootstraps` overrides the initial voters of some groups (the `meta` group)."""
         self.cfg = cfg
         self.id = cfg.node_id
         # Each node draws its own stream from the cluster seed (str seeds hash stably).
@@ -81,9 +87,10 @@ class NodeRuntime:
         self.audit = AuditLog(cfg.data_dir / "events.jsonl", cfg.node_id)
         self.failpoints = Failpoints(random.Random(rng.getrandbits(64)), self._on_failpoint)
         self.store = NodeStorage(cfg.data_dir / "wal")
-        boot = ConfState(peers=tuple(sorted(cfg.bootstrap)))
         self.groups: dict[GroupId, Group] = {}
         for group_id, machine in machines.items():
+            voters = (bootstraps or {}).get(group_id, cfg.bootstrap)
+            boot = ConfState(peers=tuple(sorted(voters)))
             self.groups[group_id] = Group(
                 cfg.node_id,
                 group_id,
@@ -91,7 +98,7 @@ class NodeRuntime:
                 machine,
                 cfg.raft,
                 random.Random(rng.getrandbits(64)),
-                bootstrap=boot if cfg.node_id in cfg.bootstrap else None,
+                bootstrap=boot if cfg.node_id in voters else None,
                 compact_every=cfg.compact_every,
             )
         if self.store.has_pending:
@@ -114,6 +121,8 @@ class NodeRuntime:
         self.syncs = 0
         self.sync_s = 0.0  # time spent awaiting durable commits (status, benchmarks)
         self.dropped_unknown_group = 0
+        # Called with (group, event) for every Raft audit event (rebalance listeners).
+        self.event_listeners: list[Callable[[GroupId, dict[str, Any]], None]] = []
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -287,6 +296,8 @@ class NodeRuntime:
             self._record_applied(group, group.apply(rd))
             for event in rd.events:
                 self.audit.record(event, group.id)
+                for listener in self.event_listeners:
+                    listener(group.id, event)
             group.raw.advance(rd)
             group.maybe_compact()
         self._maybe_crash("after-apply")

@@ -1,0 +1,272 @@
+"""The placement driver: one active at a time, elected through a lease key.
+
+Theory of operation
+-------------------
+Every node runs a `PlacementDriver` loop; the one holding the metastore key
+`placement.driver` ({holder, expires}) acts, the others only try to take an
+expired lease (an invoke guarded on the key's mod revision, so two cannot
+both win). Each tick the active driver:
+
+1. reads the zone's keys directly from the metastore (a linearizable range,
+   never a cache): so right after a failover it sees the pending / cancel
+   keys as they are and resends their requests;
+2. stops there while the zone does not exist (it is created over the admin API);
+3. probes the nodes, applies the zone's scale-up / scale-down delays and
+   writes `data_nodes` when they change;
+4. for each partition whose trigger (the newest of the zone config and data
+   nodes revisions) it has not applied, runs the trigger invoke;
+5. grants or renews the primary-replica lease of each partition (a live
+   stable peer, the group's leader when it is one); a new primary is told
+   `last_seen_revision` = current revision - 1, and a primary that left
+   stable hands over first;
+6. sends CancelRebalance if `cancel` is set (cancel wins), else Rebalance if
+   `pending` is set, to the primary, stamped with the current revision;
+   repeats are harmless (requests are idempotent) and resent periodically.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
+from ember.placement.peers import Peers
+from ember.rebalance.invokes import trigger_invoke
+from ember.rebalance.keys import config_key, data_nodes_key, key
+from ember.rebalance.listener import ZONE, lease_key
+from ember.runtime import NodeRuntime
+from ember.zones import Zone, assign, next_data_nodes
+
+log = logging.getLogger(__name__)
+DRIVER_KEY = "placement.driver"
+RESEND_S = 2.0
+
+
+class PlacementDriver:
+    """One node's placement-driver loop (active only while it holds the lease)."""
+
+    def __init__(
+        self, runtime: NodeRuntime, meta: MetaClient, peers: Peers, *, lease_s: float = 3.0,
+        tick_s: float = 0.5,
+    ) -> None:  # fmt: skip
+        self.runtime = runtime
+        self.meta = meta
+        self.peers = peers
+        self.lease_s, self.tick_s = lease_s, tick_s
+        self.active = False
+        self.revision = 0  # the highest metastore revision seen
+        self._lease_mod = 0
+        self._applied: dict[int, int] = {}  # partition -> trigger revision applied
+        self._sent: dict[int, tuple[Any, float]] = {}  # partition -> (request, when)
+        self._changed_at: dict[str, float] = {}
+        self._alive: set[str] = set()
+        self.leases: dict[int, dict[str, Any]] = {}
+
+    async def run(self) -> None:
+        """Tick until cancelled."""
+        while True:
+            try:
+                await self.tick()
+            except (MetaUnavailable, MetaRefused) as err:
+                log.info("placement driver: metastore: %s", err)
+            except Exception:
+                log.exception("placement driver tick failed")
+            await asyncio.sleep(self.tick_s)
+
+    def _audit(self, event: dict[str, Any], partition: int | None = None) -> None:
+        group = f"part-{partition}" if partition is not None else None
+        self.runtime.audit.record(event, group)
+
+    def _seen(self, revision: int) -> int:
+        self.revision = max(self.revision, revision)
+        return self.revision
+
+    async def _hold_lease(self, now: float) -> bool:
+        rec = await self.meta.get(DRIVER_KEY)
+        self._seen(rec["revision"])
+        value = rec["value"] if isinstance(rec["value"], dict) else None
+        mine = value is not None and value.get("holder") == self.runtime.id
+        if mine and rec["mod_revision"] == self._lease_mod:
+            if value is not None and value["expires"] - now > self.lease_s / 2:
+                return True
+        elif value is not None and not mine and value.get("expires", 0) > now:
+            return False
+        spec = {
+            "if": [{"key": DRIVER_KEY, "target": "mod_revision", "value": rec["mod_revision"]}],
+            "then": [{"op": "put", "key": DRIVER_KEY,
+                      "value": {"holder": self.runtime.id, "expires": now + self.lease_s}}],
+        }  # fmt: skip
+        out = await self.meta.invoke(spec)
+        if out["succeeded"]:
+            self._lease_mod = self._seen(out["revision"])
+        return bool(out["succeeded"])
+
+    async def tick(self) -> None:
+        """One round of the driver (see the module doc)."""
+        now = time.time()
+        if not await self._hold_lease(now):
+            if self.active:
+                self._audit({"kind": "placement-driver", "active": False})
+            self.active = False
+            return
+        if not self.active:
+            # Failover: forget everything cached; the keys are read fresh below.
+            self.active = True
+            self._applied.clear()
+            self._sent.clear()
+            self._audit({"kind": "placement-driver", "active": True, "revision": self.revision})
+        snap = await self.meta.range("zone.")
+        self._seen(snap["revision"])
+        kv = {item["key"]: item for item in snap["kvs"]}
+        zone = self._zone(kv)
+        if zone is None:
+            return
+        await self._data_nodes(zone, kv, now)
+        await self._triggers(zone, kv)
+        for p in range(zone.partitions):
+            holder = await self._lease(zone, p, kv, now)
+            if holder is not None:
+                await self._requests(zone, p, kv, holder, now)
+
+    def _zone(self, kv: dict[str, Any]) -> Zone | None:
+        # Nothing to place until someone creates the zone (POST /admin/zones/default):
+        # a cluster whose peers are changed by hand is left alone.
+        rec = kv.get(config_key(ZONE))
+        return Zone(**rec["value"]) if rec is not None else None
+
+    async def _data_nodes(self, zone: Zone, kv: dict[str, Any], now: float) -> None:
+        nodes = sorted(self.runtime.cfg.peers)
+        alive = await self.peers.alive(nodes)
+        for n in nodes:
+            if (n in alive) != (n in self._alive):
+                self._changed_at[n] = now
+        self._alive = alive
+        rec = kv.get(data_nodes_key(ZONE))
+        current = list(rec["value"]) if rec else []
+        new = (
+            next_data_nodes(zone, current, alive, self._changed_at, now)
+            if rec else sorted(n for n in alive if zone.admits(n))
+        )  # fmt: skip
+        if new != current and new:
+            mod = rec["mod_revision"] if rec else 0
+            spec = {"if": [{"key": data_nodes_key(ZONE), "target": "mod_revision", "value": mod}],
+                    "then": [{"op": "put", "key": data_nodes_key(ZONE), "value": new}]}  # fmt: skip
+            out = await self.meta.invoke(spec)
+            if out["succeeded"]:
+                kv[data_nodes_key(ZONE)] = {"value": new, "mod_revision": out["revision"]}
+            self._seen(out["revision"])
+
+    async def _triggers(self, zone: Zone, kv: dict[str, Any]) -> None:
+        nodes_rec = kv.get(data_nodes_key(ZONE))
+        if nodes_rec is None:
+            return
+        ts = max(kv[config_key(ZONE)]["mod_revision"], nodes_rec["mod_revision"])
+        for p in range(zone.partitions):
+            if self._applied.get(p) == ts:
+                continue
+            if key(ZONE, p, "stable") not in kv:
+                # A partition added by a partition-count change: its group as it is.
+                await self.meta.put(key(ZONE, p, "stable"), group_peers(self.runtime, p))
+            new = assign(zone.id, p, nodes_rec["value"], zone.replicas)
+            out = await self.meta.invoke(trigger_invoke(ZONE, p, new, ts))
+            self._seen(out["revision"])
+            self._applied[p] = ts
+
+    async def _lease(self, zone: Zone, p: int, kv: dict[str, Any], now: float) -> str | None:
+        """The partition's primary after granting or renewing its lease (None: no one)."""
+        stable = kv.get(key(ZONE, p, "stable"), {}).get("value") or []
+        candidates = [n for n in stable if n in self._alive]
+        rec = await self.meta.get(lease_key(ZONE, p))
+        value = rec["value"] if isinstance(rec["value"], dict) else None
+        holder = value.get("holder") if value else None
+        if holder in candidates and value is not None:
+            if value["expires"] - now > self.lease_s and p in self.leases:
+                return str(holder)
+            new_holder = str(holder)  # renew
+        elif not candidates:
+            return None
+        else:
+            leader = (
+                self.runtime.leader_of(f"part-{p}") if f"part-{p}" in self.runtime.groups else None
+            )
+            new_holder = leader if leader is not None and leader in candidates else candidates[0]
+            if holder is not None and holder in self._alive:
+                # Graceful handover: the old primary stops before the new one starts.
+                await self.peers.call(holder, "POST", "/internal/primary/revoke",
+                                      {"zone": ZONE, "partition": p})  # fmt: skip
+        lease = {"holder": new_holder, "expires": now + 3 * self.lease_s}
+        guard = {"key": lease_key(ZONE, p), "target": "mod_revision", "value": rec["mod_revision"]}
+        spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(ZONE, p), "value": lease}]}
+        out = await self.meta.invoke(spec)
+        rev = self._seen(out["revision"])
+        if not out["succeeded"]:
+            return None
+        if new_holder != holder or p not in self.leases:
+            grant = {
+                "zone": ZONE,
+                "partition": p,
+                "lease_revision": rev,
+                "last_seen_revision": rev - 1,
+            }
+            code, answer = await self.peers.call(
+                new_holder, "POST", "/internal/primary/grant", grant
+            )
+            if code != 200:
+                log.info("grant of %s to %s failed: %s %s", p, new_holder, code, answer)
+                return None
+            self._audit({"kind": "lease-granted", "partition": p, "holder": new_holder,
+                         "revision": rev, "zone": ZONE}, p)  # fmt: skip
+            self._sent.pop(p, None)
+        self.leases[p] = {**lease, "revision": rev}
+        return new_holder
+
+    async def _requests(
+        self, zone: Zone, p: int, kv: dict[str, Any], holder: str, now: float
+    ) -> None:
+        cancel = kv.get(key(ZONE, p, "cancel"))
+        pending = kv.get(key(ZONE, p, "pending"))
+        stable = kv.get(key(ZONE, p, "stable"), {}).get("value") or []
+        if cancel is not None:
+            c = cancel["value"]
+            kind, request = (
+                "cancel",
+                {"pending_revision": c["pending_revision"], "old": c["old"], "new": c["new"]},
+            )
+        elif pending is not None:
+            kind = "rebalance"
+            request = {
+                "pending_revision": pending["mod_revision"],
+                "old": stable,
+                "new": pending["value"],
+            }
+        else:
+            self._sent.pop(p, None)
+            return
+        ident = (kind, holder, request["pending_revision"])
+        last = self._sent.get(p)
+        if last is not None and last[0] == ident and now - last[1] < RESEND_S:
+            return
+        body = {**request, "zone": ZONE, "partition": p, "revision": self.revision}
+        code, answer = await self.peers.call(holder, "POST", f"/internal/{kind}", body)
+        event = "rebalance-request" if kind == "rebalance" else "cancel-request"
+        self._audit({"kind": event, "direction": "sent", "partition": p, "zone": ZONE,
+                     "request_revision": self.revision, "peers": request["new"],
+                     "answer": answer if code == 200 else code}, p)  # fmt: skip
+        if code == 200:
+            self._sent[p] = (ident, now)
+
+    def status(self) -> dict[str, Any]:
+        """What /admin/placement shows of this node's driver."""
+        return {"node": self.runtime.id, "active": self.active, "revision": self.revision,
+                "leases": {str(p): v for p, v in sorted(self.leases.items())}}  # fmt: skip
+
+
+def group_peers(runtime: NodeRuntime, partition: int) -> list[str]:
+    """The voters of a partition's group as this node knows them (its boot voters
+    if it does not host the group)."""
+    group = runtime.groups.get(f"part-{partition}")
+    if group is None or not group.raw.status().conf.peers:
+        return sorted(runtime.cfg.bootstrap)
+    return sorted(group.raw.status().conf.peers)

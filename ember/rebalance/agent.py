@@ -1,0 +1,283 @@
+"""The primary replica's side of the rebalance protocol (seed 004, steps 2-4).
+
+Theory of operation
+-------------------
+The placement driver grants a node the primary-replica lease of a partition
+(`grant`, with `last_seen_revision` = current revision - 1) and then sends
+it RebalanceRequest / CancelRebalanceRequest, each carrying the revision of
+the metastore read that triggered it. The primary persists the highest
+revision it has seen per partition (`primary.json` in the data dir,
+fsynced) and ignores any request older than that: a deposed driver's
+requests cannot undo a newer decision. Every request is idempotent: a
+request for the job already running answers "running", and a finished
+rebalance's repeat finds the group already there and answers done.
+
+A rebalance job: await-replica (every new peer answers and hosts the
+group), changePeers to the group's Raft leader with token = the pending
+key's revision, then wait for the leader's rebalance-done / rebalance-error
+/ leader-elected event (or poll the leader when none comes). Done: the one
+atomic done invoke (ember.rebalance.invokes). An error with a status (the
+change failed, e.g. ECATCHUP) is unrecoverable for this attempt: the
+primary writes cancel = (old, new) naming the pending revision, and the
+driver then sends the cancel. A cancel job asks the group's leader for the
+outcome of the cancel table (ember.rebalance.cancel) and finishes with the
+done invoke over the peers the group ended at: old when cancelled or
+nothing to cancel, new when it could not be cancelled (logged).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
+from ember.placement.peers import Peers
+from ember.rebalance.invokes import cancel_invoke, done_invoke
+from ember.rebalance.keys import assignments_prefix
+from ember.runtime import NodeRuntime
+
+log = logging.getLogger(__name__)
+EVENT_WAIT_S = 3.0
+
+
+@dataclass
+class Job:
+    """One rebalance or cancel a primary is carrying out."""
+
+    kind: str  # "rebalance" | "cancel"
+    zone: str
+    partition: int
+    pending_revision: int
+    old: list[str]
+    new: list[str]
+    request_revision: int
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    events: list[dict[str, Any]] = field(default_factory=list)
+    task: asyncio.Task[None] | None = None
+    state: str = "running"
+
+
+class PrimaryAgent:
+    """The primary-replica role for every partition whose lease this node holds."""
+
+    def __init__(self, runtime: NodeRuntime, meta: MetaClient, peers: Peers) -> None:
+        self.runtime = runtime
+        self.meta = meta
+        self.peers = peers
+        self.path = runtime.cfg.data_dir / "primary.json"
+        self.last_seen: dict[str, int] = self._load()
+        self.leases: dict[str, int] = {}  # "zone/p" -> lease revision
+        self.jobs: dict[str, Job] = {}
+
+    # -- persistence -----------------------------------------------------------
+
+    def _load(self) -> dict[str, int]:
+        try:
+            return {k: int(v) for k, v in json.loads(self.path.read_text()).items()}
+        except FileNotFoundError:
+            return {}
+
+    def _persist(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        with open(tmp, "w") as fh:
+            json.dump(self.last_seen, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, self.path)
+
+    def _audit(self, kind: str, **fields: Any) -> None:
+        self.runtime.audit.record({"kind": kind, **fields}, f"part-{fields.get('partition')}")
+
+    # -- the lease -------------------------------------------------------------
+
+    def grant(self, zone: str, partition: int, lease_revision: int, last_seen: int) -> None:
+        """Become primary; last seen starts at the driver's current revision - 1."""
+        name = f"{zone}/{partition}"
+        self.leases[name] = lease_revision
+        # Never backwards: this node may have seen newer requests before.
+        self.last_seen[name] = max(self.last_seen.get(name, 0), last_seen)
+        self._persist()
+
+    async def revoke(self, zone: str, partition: int) -> None:
+        """Hand the lease over: stop acting for the partition (graceful transfer)."""
+        name = f"{zone}/{partition}"
+        self.leases.pop(name, None)
+        job = self.jobs.pop(name, None)
+        if job is not None and job.task is not None:
+            job.task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job.task
+
+    def is_primary(self, zone: str, partition: int) -> bool:
+        """Whether this node holds the partition's primary lease."""
+        return f"{zone}/{partition}" in self.leases
+
+    # -- requests --------------------------------------------------------------
+
+    def request(self, kind: str, body: dict[str, Any], ignore_last_seen: bool) -> dict[str, Any]:
+        """Handle a Rebalance/CancelRebalance request; the answer to the driver."""
+        zone, partition, rev = body["zone"], int(body["partition"]), int(body["revision"])
+        name = f"{zone}/{partition}"
+        event = "rebalance-request" if kind == "rebalance" else "cancel-request"
+        seen = self.last_seen.get(name, 0)
+        fields = {"request_revision": rev, "last_seen_revision": seen, "partition": partition,
+                  "zone": zone, "peers": body["new"]}  # fmt: skip
+        if rev < seen and not ignore_last_seen:
+            self._audit(event, direction="ignored", **fields)
+            return {"state": "ignored", "last_seen_revision": seen}
+        self.last_seen[name] = max(seen, rev)
+        self._persist()
+        self._audit(event, direction="received", **fields)
+        job = self.jobs.get(name)
+        pending_rev = int(body["pending_revision"])
+        if job is not None and (job.kind, job.pending_revision) == (kind, pending_rev):
+            return {"state": job.state}
+        if job is not None and job.task is not None:
+            job.task.cancel()  # superseded by a newer pending, or by its cancel
+        job = Job(kind, zone, partition, pending_rev, list(body["old"]), list(body["new"]), rev)
+        self.jobs[name] = job
+        runner = self._rebalance if kind == "rebalance" else self._cancel
+        job.task = asyncio.get_running_loop().create_task(self._guard(job, runner))
+        return {"state": "started"}
+
+    def group_event(self, body: dict[str, Any]) -> bool:
+        """A group leader's rebalance-done / rebalance-error / leader-elected event."""
+        group = str(body.get("group", ""))
+        for job in self.jobs.values():
+            if f"part-{job.partition}" == group:
+                job.events.append(body)
+                job.wake.set()
+                return True
+        return False
+
+    async def _guard(self, job: Job, runner: Any) -> None:
+        try:
+            await runner(job)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("%s job for %s/%s failed", job.kind, job.zone, job.partition)
+            job.state = "failed"
+
+    # -- jobs ------------------------------------------------------------------
+
+    async def _await_replicas(self, job: Job) -> None:
+        group = f"part-{job.partition}"
+        while True:
+            ready = await asyncio.gather(*(self._hosts(n, group) for n in job.new))
+            if all(ready):
+                return
+            await asyncio.sleep(0.3)
+
+    async def _hosts(self, node: str, group: str) -> bool:
+        if node == self.runtime.id:
+            return group in self.runtime.groups
+        status, doc = await self.peers.call(node, "GET", "/admin/status", timeout_s=1.5)
+        return status == 200 and group in doc.get("groups", {})
+
+    async def _leader_status(self, group: str) -> tuple[str | None, dict[str, Any] | None]:
+        leader = await self.peers.group_leader(group)
+        if leader is None:
+            return None, None
+        status, doc = await self.peers.call(leader, "GET", "/admin/status", timeout_s=1.5)
+        if status != 200:
+            return leader, None
+        st = doc.get("groups", {}).get(group)
+        return (leader, st) if st and st.get("role") == "leader" else (leader, None)
+
+    async def _rebalance(self, job: Job) -> None:
+        await self._await_replicas(job)
+        group, target = f"part-{job.partition}", sorted(job.new)
+        body = {"group": group, "peers": target, "learners": [], "token": job.pending_revision}
+        while True:
+            leader, st = await self._leader_status(group)
+            if st is not None and sorted(st["conf"]["peers"]) == target and not st["conf"]["joint"]:
+                if st["stage"] == "none":
+                    break  # done (also a repeat of a finished rebalance)
+            elif leader is not None and st is not None and st["stage"] == "none":
+                code, answer = await self.peers.call(leader, "POST", "/admin/change-peers/submit",
+                                                     body)  # fmt: skip
+                if code not in (202, 409, 421):
+                    log.info("change-peers on %s for %s: %s %s", leader, group, code, answer)
+            await self._wait_event(job)
+            failed = [e for e in job.events if _failed(e, job.pending_revision)]
+            if failed:
+                await self._auto_cancel(job, failed[-1])
+                return
+            job.events.clear()
+        await self._finish(job, target)
+
+    async def _wait_event(self, job: Job) -> None:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(job.wake.wait(), EVENT_WAIT_S)
+        job.wake.clear()
+
+    async def _auto_cancel(self, job: Job, err: dict[str, Any]) -> None:
+        log.warning("rebalance of %s/%s failed (%s): cancelling", job.zone, job.partition, err)
+        spec = cancel_invoke(job.zone, job.partition, job.old, job.new, job.pending_revision)
+        await self._invoke(spec)
+        job.state = "cancel-written"
+
+    async def _cancel(self, job: Job) -> None:
+        group = f"part-{job.partition}"
+        body = {"group": group, "old": job.old, "new": job.new}
+        aborted = False  # a leader aborted the change in flight: idle at old is then a revert
+        while True:
+            leader, _ = await self._leader_status(group)
+            if leader is not None:
+                code, answer = await self.peers.call(leader, "POST", "/internal/cancel-group",
+                                                     body, timeout_s=15.0)  # fmt: skip
+                outcome = answer.get("outcome") if code == 200 else None
+                aborted = aborted or outcome == "aborting"
+                if outcome == "noop" and aborted:
+                    outcome = "cancelled"
+                if outcome in ("cancelled", "noop", "cannot-cancel"):
+                    break
+                if outcome == "mismatch":
+                    log.error("cancel of %s: group matches neither side: %s", group, answer)
+            await self._wait_event(job)
+        seen = self.last_seen.get(f"{job.zone}/{job.partition}", 0)
+        self._audit("cancel-request", direction="applied", outcome=outcome, zone=job.zone,
+                    partition=job.partition, request_revision=job.request_revision,
+                    last_seen_revision=seen, peers=job.new)  # fmt: skip
+        if outcome == "cannot-cancel":
+            log.warning("cancel of %s: the change to %s already finished; finishing as done",
+                        group, job.new)  # fmt: skip
+        await self._finish(job, job.new if outcome == "cannot-cancel" else job.old)
+
+    async def _finish(self, job: Job, peers: list[str]) -> None:
+        snap = await self.meta.range(assignments_prefix(job.zone, job.partition))
+        kvs = {kv["key"]: kv for kv in snap["kvs"]}
+        spec = done_invoke(kvs, job.zone, job.partition, peers, job.pending_revision)
+        result = await self._invoke(spec)
+        seen = self.last_seen.get(f"{job.zone}/{job.partition}", 0)
+        if job.kind == "rebalance":
+            self._audit("rebalance-request", direction="applied", zone=job.zone,
+                        partition=job.partition, request_revision=job.request_revision,
+                        last_seen_revision=seen, peers=peers)  # fmt: skip
+        job.state = "done" if result.get("succeeded") else "already-done"
+
+    async def _invoke(self, spec: dict[str, Any]) -> dict[str, Any]:
+        while True:
+            try:
+                return await self.meta.invoke(spec)
+            except MetaUnavailable as err:
+                log.info("metastore unavailable, retrying: %s", err)
+            except MetaRefused:
+                raise
+            await asyncio.sleep(0.5)
+
+
+def _failed(event: dict[str, Any], token: int) -> bool:
+    # A step-down reset has status null: the next leader's leader-elected
+    # makes us resend. A status means the change itself failed (ECATCHUP...).
+    return bool(
+        event.get("kind") == "rebalance-error"
+        and event.get("status")
+        and event.get("token") == token
+    )
