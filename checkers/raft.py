@@ -18,6 +18,10 @@ committed configuration at each (group, index). The invariants:
 - a leader appends joint(new, old) only after every peer in new - old was
   reported caught up (`catchup-done`, within its margin) in this change;
 - a leader that commits a stable entry without itself steps down;
+- a committed configuration entry was stored (`config-appended` there, or a
+  snapshot at or past it) by a majority of its voters, of both sets when
+  joint: the leader commits it while it is the configuration in force, so
+  only such a quorum may commit it (checked where every voter's log is in);
 - nodes agree on the configuration committed at each index, and committed
   configurations' tokens (the change request's revision) never go back;
 - a configuration restored from a snapshot (a config-applied at an index
@@ -72,6 +76,7 @@ class _NodeGroup(msgspec.Struct):
     role: str = "follower"
     term: int = 0
     applied: Conf | None = None  # the configuration in force (ember applies on append)
+    previous: Conf | None = None  # the one before it, where the node may still campaign
     applied_index: int = 0  # the log index of its entry
     committed_index: int = 0  # highest config entry (or snapshot) known committed
     caught_up: set[str] = msgspec.field(default_factory=set)
@@ -93,6 +98,7 @@ class RaftChecker:
             run.replay(node, ctx.audit[node])
         run.check_committed_sequence()
         run.check_restored_configs()
+        run.check_commit_quorums(set(ctx.audit))
         return verdict(self.name, run.anomalies, **run.figures())
 
 
@@ -103,8 +109,12 @@ class _Run:
         self.leaders: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
         self.committed: dict[tuple[str, int], tuple[Conf, dict[str, Any]]] = {}
         self.appended: set[tuple[str, int]] = set()
+        # Who stored which configuration at (group, index), and each node's
+        # newest snapshot per group: the evidence of a commit quorum.
+        self.stored: dict[tuple[str, int], dict[Conf, set[str]]] = {}
+        self.snapshots: dict[str, dict[str, int]] = {}
         self.applied: list[dict[str, Any]] = []  # every config-applied, for the end check
-        self.checked = {"leader-voter": 0, "transition": 0, "joint-catchup": 0}
+        self.checked = {"leader-voter": 0, "transition": 0, "joint-catchup": 0, "commit-quorum": 0}
 
     def flag(self, kind: str, key: Any, message: str, *events: dict[str, Any]) -> None:
         group = str(events[0].get("group")) if events else ""
@@ -174,6 +184,29 @@ class _Run:
                     ev,
                 )
 
+    def check_commit_quorums(self, logged: set[str]) -> None:
+        """Each committed configuration was stored by a majority of each of
+        its voter sets; skipped where a voter's audit log is missing."""
+        for (group, index), (conf, ev) in sorted(self.committed.items()):
+            peers, old = conf
+            if not set(peers) | set(old or ()) <= logged:
+                continue
+            snaps = self.snapshots.get(group, {})
+            holders = self.stored.get((group, index), {}).get(conf, set())
+            holders = holders | {n for n, at in snaps.items() if at >= index}
+            self.checked["commit-quorum"] += 1
+            for voters in [peers] if old is None else [peers, old]:
+                have = sorted(holders & set(voters))
+                if len(have) <= len(voters) // 2:
+                    self.flag(
+                        "commit-without-quorum",
+                        index,
+                        f"{group} committed {_describe(conf)} at {index}, but only {have} "
+                        f"of {list(voters)} ever stored it",
+                        ev,
+                    )
+                    break
+
     def replay(self, node: str, events: list[dict[str, Any]]) -> None:
         states: dict[str, _NodeGroup] = {}
         for ev in events:
@@ -215,8 +248,11 @@ def _on_role(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any
     conf = st.applied
     if conf is not None:
         run.checked["leader-voter"] += 1
-        voters = set(conf[0]) | set(conf[1] or ())
-        if node not in voters:
+        # The core lets a node campaign as a voter of the previous
+        # configuration while the entry that removed it is uncommitted
+        # (RawNode._is_promotable): otherwise a group can deadlock.
+        prev = st.previous if st.applied_index > st.committed_index else None
+        if node not in _voters(conf) and (prev is None or node not in _voters(prev)):
             run.flag(
                 "leader-not-voter",
                 (node, st.term),
@@ -254,8 +290,14 @@ def _on_started(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, 
     st.must_step_down = None
 
 
+def _voters(conf: Conf) -> set[str]:
+    return set(conf[0]) | set(conf[1] or ())
+
+
 def _on_applied_conf(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
     run.applied.append(ev)
+    if _conf(ev) != st.applied:
+        st.previous = st.applied
     st.applied = _conf(ev)
     st.applied_index = int(ev.get("index") or 0)
 
@@ -286,6 +328,7 @@ def _on_catchup_done(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[
 
 def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
     run.appended.add((group, int(ev["index"])))
+    run.stored.setdefault((group, int(ev["index"])), {}).setdefault(_conf(ev), set()).add(node)
     # Only a leader's appends are judged here: a follower's log may still hold
     # entries a new leader is about to overwrite, and a truncation shows only
     # in the config-applied that follows. Followers are covered by the check
@@ -344,6 +387,8 @@ def _on_snapshot(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str,
     # A snapshot holds only committed state; its configuration arrives as the
     # config-applied the core emits with it.
     st.committed_index = max(st.committed_index, int(ev.get("index") or 0))
+    snaps = run.snapshots.setdefault(group, {})
+    snaps[node] = max(snaps.get(node, 0), int(ev.get("index") or 0))
 
 
 def _on_catchup_start(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:

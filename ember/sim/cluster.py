@@ -4,7 +4,10 @@ Theory of operation: every node is a RawNode driven by the loop of
 docs/raft-api.md, one event at a time on the virtual clock. A node that has a
 Ready writes it to its disk's `written` view and becomes *busy* for the
 fsync latency; only when the fsync completes does the driver make it durable,
-send the messages, apply committed entries, record events and `advance`. A
+send the messages, apply committed entries and `advance`. The Ready's audit
+events are recorded when it is taken, as the core emits them (the node
+daemon records them in the round that takes the Ready), so a run that stops
+at a violation before the fsync still shows the events that led to it. A
 busy or paused node buffers what arrives (messages, client requests) in its
 backlog and counts missed ticks, then handles them in order when it is free
 again, like a single-threaded process blocked on fsync or SIGSTOP'd.
@@ -172,6 +175,7 @@ class Cluster:
         rng = random.Random(self.node_rngs[node_id].getrandbits(64))
         node.raw = RawNode(node_id, GROUP, self.config, rng, persisted=persisted)
         self.trace.record(self.clock.now_ns, "start", node_id, node.incarnation)
+        self._record_start(node)
         first = self.clock_rng.randrange(node.timing.tick_ns)
         self.clock.after(first, "tick", (node_id, node.incarnation))
         self._after_activity(node)
@@ -291,6 +295,8 @@ class Cluster:
             assert node.raw is not None
             if node.raw.has_ready():
                 rd = node.raw.ready()
+                for event in rd.events:
+                    self._record_event(node, event)
                 node.removed = node.written.write(rd.snapshot, rd.entries, rd.hard_state)
                 node.busy = rd
                 self.observer.on_write(node, rd)
@@ -312,8 +318,6 @@ class Cluster:
             for at in self.network.send(msg.src, msg.dst, self.clock.now_ns):
                 self.clock.schedule(at, "deliver", msg)
         self._apply(node, rd)
-        for event in rd.events:
-            self._record_event(node, event)
         for result in rd.change_results:
             detail = msgspec.to_builtins(result)
             self.trace.record(self.clock.now_ns, "change-result", node_id, detail)
@@ -360,6 +364,30 @@ class Cluster:
             node,
             {"kind": "applied", "term": term, "index": node.sm.applied, "digest": node.sm.digest},
         )
+
+    def _record_start(self, node: SimNode) -> None:
+        """What the node daemon records when it starts: a node-wide `started`
+        (the node is a follower again) and the configuration it starts with,
+        so the checkers drop whatever an unflushed Ready had announced."""
+        now = self.clock.now_ns
+        node.events.append({"kind": "started", "node": node.id, "mono_ns": now, "wall": now / 1e9})
+        assert node.raw is not None
+        st = node.raw.status()
+        if st.conf.peers:
+            conf = st.conf
+            self._record_event(
+                node,
+                {
+                    "kind": "config-applied",
+                    "term": st.term,
+                    "index": node.raw.conf_index,
+                    "stage": "joint" if conf.is_joint else "stable",
+                    "peers": sorted(conf.peers),
+                    "old_peers": sorted(conf.old_peers) if conf.old_peers is not None else None,
+                    "learners": sorted(conf.learners),
+                    "token": st.token,
+                },
+            )
 
     def _record_event(self, node: SimNode, event: dict[str, Any]) -> None:
         """Add the envelope fields the driver owns (docs/events.md) and keep it."""
