@@ -32,7 +32,9 @@ class TransportConfig:
     max_queue_bytes: int = 32 << 20
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
     backoff_base_s: float = 0.05
-    backoff_max_s: float = 2.0
+    # Well under one election timeout: a peer that comes up late (a joining
+    # replica) must be reachable before a catch-up wait expires.
+    backoff_max_s: float = 0.5
     stable_after_s: float = 1.0
     connect_timeout_s: float = 2.0
     handshake_timeout_s: float = 2.0
