@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import msgspec
 
 from ember.raft import ConfState, Entry, Ready, Status
+from ember.raft.messages import RequestVoteResp
 from ember.sim.cluster import Cluster, Observer, SimNode
 from ember.sim.rules import (
     chain_error,
@@ -155,6 +156,11 @@ class Invariants(Observer):
         if hs is not None and hs.vote is not None:
             # Recorded when written: a vote is only sent after it is durable.
             self.votes[(hs.term, node.id)] = hs.vote
+        for msg in rd.messages:
+            # One Ready can grant a vote and then move to a higher term, so the
+            # hard state alone may hide a grant; the granted reply never lies.
+            if isinstance(msg, RequestVoteResp) and msg.granted:
+                self.votes[(msg.term, msg.src)] = msg.dst
         for gone in node.removed:
             done = self.committed.get(gone.index)
             if done is not None and done.blob == _blob(gone):
