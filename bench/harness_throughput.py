@@ -93,6 +93,9 @@ def main() -> int:
         cluster.start_all()
         urls = cluster.urls()
         console.print(f"3 nodes up; {args.clients} clients, {args.seconds:g}s each")
+        # Warm up first (leaders settle, connections open), so the order of
+        # the two measurements does not decide which one looks faster.
+        asyncio.run(direct(urls, min(5.0, args.seconds), args.clients, args.partitions))
         d_ok = asyncio.run(direct(urls, args.seconds, args.clients, args.partitions))
         h_ok, events = asyncio.run(
             harness(urls, args.seconds, args.clients, args.partitions, root / "history.jsonl")
