@@ -185,12 +185,12 @@ class _Run:
                 )
 
     def check_commit_quorums(self, logged: set[str]) -> None:
-        """Each committed configuration was stored by a majority of each of
-        its voter sets; skipped where a voter's audit log is missing."""
+        """Each committed configuration entry was stored by a majority of each
+        of its voter sets; skipped where a voter's audit log is missing."""
         for (group, index), (conf, ev) in sorted(self.committed.items()):
             peers, old = conf
-            if not set(peers) | set(old or ()) <= logged:
-                continue
+            if (group, index) not in self.appended or not set(peers) | set(old or ()) <= logged:
+                continue  # a bootstrap configuration (no entry), or a voter's log is missing
             snaps = self.snapshots.get(group, {})
             holders = self.stored.get((group, index), {}).get(conf, set())
             holders = holders | {n for n, at in snaps.items() if at >= index}

@@ -137,3 +137,15 @@ def test_config_committed_without_a_majority_storing_it_is_flagged() -> None:
     script.emit("n2", "config-appended", **joint)  # now a majority of the old set too
     kinds = {a.kind for a in RaftChecker().check(CheckContext(audit=script.events)).anomalies}
     assert "commit-without-quorum" not in kinds
+
+
+def test_bootstrap_configuration_needs_no_stored_entry() -> None:
+    """A configuration committed without any entry (bootstrap) is not judged for a quorum."""
+    boot = {"index": 1, "peers": ["n1", "n2", "n3"], "old_peers": None, "group": "g"}
+    audit = {
+        n: [{"kind": "config-committed", "node": n, "term": 1, "mono_ns": 1, **boot}]
+        for n in ("n1", "n2", "n3")
+    }
+    result = RaftChecker().check(CheckContext(audit=audit))
+    assert result.valid is True, result.anomalies
+    assert result.figures["checks"]["commit-quorum"] == 0
