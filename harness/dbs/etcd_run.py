@@ -1,0 +1,93 @@
+"""What a run against etcd needs beyond the `DB`: generators, workers, phase watcher.
+
+The runner (`harness.runner`) asks this module instead of building ember's
+clients when the plan's db is etcd. Workloads on etcd: `register` (the
+ember register workload's generator and worker, over `EtcdClient`),
+`metastore` (revisioned get / put / txn plus watch streams, from
+`workloads.etcd_metastore`) and `change-peers` (etcd's member add as
+learner / promote / remove / replace, `workloads.etcd_membership`).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from typing import Any
+
+from harness import plan as plans
+from harness.control import Control
+from harness.dbs.etcd import EtcdDB
+from harness.dbs.etcd_client import EtcdClient
+from harness.dbs.etcd_phase import MemberWatcher
+from harness.interpreter import Worker
+from workloads import etcd_metastore as meta
+from workloads.etcd_membership import MembershipGen, MembershipWorker
+from workloads.generator import Generator, Op, Stagger, TimeLimit
+from workloads.register import RegisterWorker
+
+WORKLOADS = ("register", "metastore", "change-peers")
+ADMIN_TIMEOUT_S = 15.0
+
+
+def _client(db: EtcdDB, rng: random.Random, timeout_s: float = 5.0) -> EtcdClient:
+    return EtcdClient(db.member_urls, rng=random.Random(rng.getrandbits(64)), timeout_s=timeout_s)
+
+
+def workers(
+    plan: plans.Plan, db: EtcdDB, control: Control, nemesis_worker: Worker | None
+) -> tuple[dict[str, Any], dict[Any, Worker], list[Any]]:
+    """Thread kinds, a worker per thread and the clients to close (runner's `_workers`)."""
+    node_of = {u: n for n, u in db.urls().items()}
+    rng = plan.rng("etcd-clients")
+    n = plan.concurrency
+    clients = [_client(db, rng) for _ in range(n)]
+    kinds: dict[str, Any] = {"client": list(range(n))}
+    if "metastore" in plan.workload:
+        workers: dict[Any, Worker] = {
+            i: meta.MetastoreWorker(c, node_of) for i, c in enumerate(clients)
+        }
+    else:
+        workers = {i: RegisterWorker(c, node_of) for i, c in enumerate(clients)}  # type: ignore[arg-type]
+    if "metastore" in plan.workload:
+        watcher = _client(db, rng)
+        clients.append(watcher)
+        kinds["watch"] = [n + 1]
+        workers[n + 1] = meta.WatchWorker(watcher, node_of, db.member_urls)
+    if "change-peers" in plan.workload:
+        admin = _client(db, rng, ADMIN_TIMEOUT_S)
+        clients.append(admin)
+        kinds["admin"] = [n]
+        workers[n] = MembershipWorker(admin, db, control, node_of)
+    if nemesis_worker is not None:
+        kinds["nemesis"] = ["nemesis"]
+        workers["nemesis"] = nemesis_worker
+    return kinds, workers, clients
+
+
+def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict[str, Generator]:
+    """The runner's generators, with etcd's client, watch and admin ones swapped in."""
+    t = plan.time_limit_s
+    out = dict(gens)
+    if "metastore" in plan.workload:
+        keys = int(plan.options.get("keys", meta.DEFAULT_KEYS))
+        ops = meta.metastore_ops(plan.rng("metastore"), keys)
+        out["client"] = TimeLimit(t, Stagger(1.0 / plan.rate_hz, ops, plan.rng("register-timing")))
+        out["watch"] = TimeLimit(t, meta.WatchGen())
+    if "change-peers" in plan.workload:
+        names = [n.name for n in db.nodes]
+        change = MembershipGen(plan.rng("change-peers"), names, db.bootstrap())
+        interval = float(plan.options.get("change_interval_s", 3.0))
+        out["admin"] = TimeLimit(t, Stagger(interval, change, plan.rng("change-timing")))
+    return out
+
+
+def final_reads(plan: plans.Plan, default: list[Op]) -> list[Op]:
+    """One read per key of the workload's keys."""
+    if "metastore" in plan.workload:
+        return meta.final_reads(int(plan.options.get("keys", meta.DEFAULT_KEYS)))
+    return default
+
+
+def phase_watcher(db: EtcdDB, on_phase: Callable[[dict[str, Any]], None]) -> MemberWatcher:
+    """The member-list poller that feeds the phase-triggered nemesis."""
+    return MemberWatcher(db, on_phase)
