@@ -26,6 +26,7 @@ import msgspec
 
 from harness import plan as plans
 from harness.cli import CliError
+from harness.dbs import DBS, etcd_run
 from harness.progress import Progress, RunStatus
 from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, WORKLOADS, RunOutcome, run
 from harness.store import DEFAULT_ROOT
@@ -82,11 +83,12 @@ def _host_names(path: Path) -> tuple[str, ...]:
 
 def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     """The plan the flags describe (CliError naming a bad flag)."""
-    if args.db != "ember":
-        raise CliError(f"--db {args.db!r}: only ember is implemented")
-    workload = _names(args.workload, WORKLOADS, "--workload")
-    if "register" not in workload:
-        raise CliError("--workload must include register (the clients' traffic)")
+    known = etcd_run.WORKLOADS if args.db == "etcd" else WORKLOADS
+    workload = _names(args.workload, known, "--workload")
+    traffic = [w for w in ("register", "metastore") if w in workload]
+    if len(traffic) != 1:
+        what = "register or metastore" if args.db == "etcd" else "register"
+        raise CliError(f"--workload must include exactly one of {what} (the clients' traffic)")
     nemesis = _names(args.nemesis, FAULT_KINDS, "--nemesis")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     options: dict[str, Any] = {"nemesis_mode": args.nemesis_mode}
@@ -100,6 +102,8 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         options["keys"] = args.keys
     if args.nemesis_phases is not None:
         options["nemesis_phases"] = list(_names(args.nemesis_phases, PHASES, "--nemesis-phases"))
+    elif args.db == "etcd":  # etcd changes membership in one step: no joint phase
+        options["nemesis_phases"] = ["catching-up", "stable"]
     if args.failpoint:
         options["failpoints"] = dict(_failpoint(text) for text in args.failpoint)
     settings: dict[str, Any] = {}
@@ -113,7 +117,8 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
             settings[key] = raw  # a bare word is a string
     plan = plans.Plan(
         db_settings=settings,
-        name=args.name or "ember-" + "-".join(workload),
+        db=args.db,
+        name=args.name or f"{args.db}-" + "-".join(workload),
         seed=seed,
         backend=args.backend,
         nodes=nodes,
@@ -137,7 +142,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--backend", choices=plans.BACKENDS, default="docker")
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=5, help="node count")
     p.add_argument("--hosts", type=Path, help="ssh backend: file naming one host a line")
-    p.add_argument("--db", default="ember", help="database under test (ember)")
+    p.add_argument("--db", choices=DBS, default="ember", help="database under test")
     p.add_argument("--workload", default="register,change-peers",
                    help=f"comma-separated: {', '.join(WORKLOADS)}")  # fmt: skip
     p.add_argument("--nemesis", default="partition,kill",

@@ -44,6 +44,9 @@ from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import Terminated
 from harness.control import Control, ControlError
 from harness.db import DBError, EmberDB
+from harness.dbs import etcd_run, image_for
+from harness.dbs.etcd import EtcdDB
+from harness.dbs.etcd_phase import MemberWatcher
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter, Worker
 from harness.progress import RunStatus
@@ -127,7 +130,7 @@ class _Parts:
     plan: plans.Plan
     nodes: list[NodeHandle]
     control: Control
-    db: EmberDB
+    db: EmberDB | EtcdDB
     run: RunDir
     status: RunStatus
     log: Callable[[str], None]
@@ -137,7 +140,9 @@ def _keys(plan: plans.Plan) -> int:
     return int(plan.options.get("keys", DEFAULT_KEYS))
 
 
-def _generators(plan: plans.Plan, db: EmberDB, admin: bool, nemesis: bool) -> dict[str, Generator]:
+def _generators(
+    plan: plans.Plan, db: EmberDB | EtcdDB, admin: bool, nemesis: bool
+) -> dict[str, Generator]:
     """The main phase's generator per thread kind, every one seeded from the plan."""
     t = plan.time_limit_s
     gens: dict[str, Generator] = {
@@ -164,7 +169,7 @@ def _generators(plan: plans.Plan, db: EmberDB, admin: bool, nemesis: bool) -> di
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
         )  # fmt: skip
-    return gens
+    return etcd_run.generators(plan, db, gens) if isinstance(db, EtcdDB) else gens
 
 
 def _workers(
@@ -174,6 +179,9 @@ def _workers(
     from workloads.change_peers import ChangePeersWorker
     from workloads.register import RegisterWorker, without_hidden_retries
 
+    if isinstance(p.db, EtcdDB):
+        nem = NemesisWorker(p.control, p.nodes, p.db) if nemesis else None
+        return etcd_run.workers(p.plan, p.db, p.control, nem)
     urls = p.db.urls()
     node_of = {u: n for n, u in urls.items()}
     url_list = list(urls.values())
@@ -213,8 +221,16 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
             p.status.faults = sorted(nem.active)
 
     interp = Interpreter(kinds, workers, writer, on_event=on_event)
-    watcher = PhaseWatcher(p.control, [n.name for n in p.nodes], p.db.audit_path(),
-                           lambda obs: interp.observe("phase", obs))  # fmt: skip
+    watcher: PhaseWatcher | MemberWatcher = (
+        etcd_run.phase_watcher(p.db, lambda obs: interp.observe("phase", obs))
+        if isinstance(p.db, EtcdDB)
+        else PhaseWatcher(
+            p.control,
+            [n.name for n in p.nodes],
+            p.db.audit_path(),
+            lambda obs: interp.observe("phase", obs),
+        )
+    )
     watcher.start()
     p.status.stages = watcher.stages
     try:
@@ -235,7 +251,8 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "quiet"
         await asyncio.sleep(p.plan.quiet_s)
         p.status.stage = "final reads"
-        reads: Generator = Seq([Once(op) for op in final_reads(_keys(p.plan))])
+        last = etcd_run.final_reads(p.plan, final_reads(_keys(p.plan)))
+        reads: Generator = Seq([Once(op) for op in last])
         await interp.run({"client": reads})
     finally:
         watcher.stop()
@@ -255,7 +272,7 @@ def _cluster_backend(plan: plans.Plan, log: Callable[[str], None]) -> Backend:
     from harness.backends.docker import DockerBackend
 
     name = f"run{plan.seed % 100_000}-{os.getpid()}"
-    return DockerBackend(name, size=len(plan.nodes), image=_image(log))
+    return DockerBackend(name, size=len(plan.nodes), image=image_for(plan.db, log) or _image(log))
 
 
 def _image(log: Callable[[str], None]) -> str:
@@ -292,12 +309,16 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
     backend = _cluster_backend(plan, log)
     status.stage = "cluster up"
     with cluster(backend, leave_running=leave_running) as (nodes, control):
-        db = EmberDB(nodes, plan.db_settings, plan.seed)
+        db: EmberDB | EtcdDB = (
+            EtcdDB(nodes, plan.db_settings, plan.seed)
+            if plan.db == "etcd"
+            else EmberDB(nodes, plan.db_settings, plan.seed)
+        )
         status.stage = "db start"
         db.install(control)
         db.start(control, [n.name for n in nodes])
         db.wait_healthy([n.name for n in nodes], HEALTHY_TIMEOUT_S)
-        log(f"ember healthy on {', '.join(n.name for n in nodes)}")
+        log(f"{db.name} healthy on {', '.join(n.name for n in nodes)}")
         notes = _failpoints(plan, db, [n.name for n in nodes], log)
         p = _Parts(plan, nodes, control, db, run, status, log)
         try:
@@ -312,7 +333,7 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
 
 
 def _failpoints(
-    plan: plans.Plan, db: EmberDB, names: list[str], log: Callable[[str], None]
+    plan: plans.Plan, db: EmberDB | EtcdDB, names: list[str], log: Callable[[str], None]
 ) -> list[str]:
     """Switch on the plan's `failpoints` option ({name: params}) on every node."""
     notes = []
