@@ -1,0 +1,111 @@
+"""The nemesis worker resolves abstract faults against the cluster (fake control, no SSH)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from harness.backends.base import NodeHandle, SshTarget
+from harness.control import CommandResult
+from nemesis.fault import Fault
+from nemesis.schedule import NemesisWorker
+from workloads.generator import Op
+
+NAMES = ["n1", "n2", "n3", "n4", "n5"]
+NODES = [NodeHandle(name=n, ip=f"10.0.0.{i}", ssh=SshTarget(host="h")) for i, n in
+         enumerate(NAMES, 1)]  # fmt: skip
+
+
+class FakeControl:
+    """Records scripts; every command succeeds; netem is present unless told otherwise."""
+
+    def __init__(self, netem: bool = True) -> None:
+        self.scripts: list[dict[str, str]] = []
+        self.netem = netem
+        self.nodes = {n.name: n for n in NODES}
+
+    def run_many(self, todo: Mapping[str, str], **_kw: Any) -> dict[str, CommandResult]:
+        self.scripts.append(dict(todo))
+        return {n: CommandResult(n, c, 0, "", "") for n, c in todo.items()}
+
+    def run(self, node: str, command: str, **_kw: Any) -> CommandResult:
+        ok = self.netem or "netem" not in command
+        return CommandResult(node, command, 0 if ok else 2, "10.0.0.9 dev eth0 src x", "")
+
+
+class FakeDB:
+    """Leaders by table; process faults recorded, failpoints remembered."""
+
+    def __init__(self) -> None:
+        self.killed: list[str] = []
+        self.failpoints: dict[tuple[str, str], Any] = {}
+
+    def groups(self) -> list[str]:
+        return ["part-0", "part-1"]
+
+    def leaders(self, names: Sequence[str] | None = None) -> dict[str, str]:
+        return {"part-0": "n2", "part-1": "n3"}
+
+    def kill(self, control: Any, names: Sequence[str]) -> Fault:
+        self.killed += names
+        return Fault(kind="kill", detail={"nodes": list(names)}, commands={names[0]: ["kill -9 1"]})
+
+    def start(self, control: Any, names: Sequence[str]) -> Fault:
+        return Fault(kind="start")
+
+    def set_failpoint(self, name: str, failpoint: str, params: Any) -> None:
+        self.failpoints[(name, failpoint)] = params
+
+
+def _invoke(worker: NemesisWorker, f: str, value: dict[str, Any]) -> Any:
+    return asyncio.run(worker.invoke(Op(f=f, value=value)))
+
+
+def test_a_triggered_leader_kill_hits_the_node_that_reported_the_phase() -> None:
+    """The change-stage's emitter is the leader: it is killed without a status poll."""
+    db = FakeDB()
+    worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+    trigger = {"group": "part-1", "stage": "joint", "node": "n5", "joining": ["n4"]}
+    reply = _invoke(worker, "kill", {"kind": "kill", "target": "leader", "seed": 1,
+                                     "group": "part-1", "trigger": trigger})  # fmt: skip
+    assert reply.type == "ok"
+    assert db.killed == ["n5"]
+    assert reply.value["resolved"] == "leader of part-1"
+
+
+def test_isolating_the_joining_peer_cuts_it_from_everyone() -> None:
+    """isolate-joining drops traffic between the joining peer and every other node."""
+    control = FakeControl()
+    worker = NemesisWorker(control, NODES, FakeDB())  # type: ignore[arg-type]
+    trigger = {"group": "part-0", "stage": "catching-up", "node": "n1", "joining": ["n4"]}
+    reply = _invoke(worker, "partition", {"kind": "partition", "grouping": "isolate-joining",
+                                          "seed": 3, "trigger": trigger})  # fmt: skip
+    assert reply.value["grudge"]["n4"] == ["n1", "n2", "n3", "n5"]
+    assert "partition" in worker.active
+    healed = _invoke(worker, "heal-partition", {"kind": "partition"})
+    assert healed.type == "ok"
+    assert "FAULTLINE" in next(iter(control.scripts[-1].values()))
+    assert not worker.active
+
+
+def test_slow_catch_up_falls_back_to_failpoints_without_netem() -> None:
+    """No netem: raft.append.delay toward the joining peer on every other node, and it says so."""
+    db = FakeDB()
+    worker = NemesisWorker(FakeControl(netem=False), NODES, db)  # type: ignore[arg-type]
+    trigger = {"group": "part-0", "stage": "catching-up", "node": "n1", "joining": ["n4"]}
+    reply = _invoke(worker, "slow", {"kind": "slow", "target": "joining", "seed": 2,
+                                     "trigger": trigger})  # fmt: skip
+    assert reply.value["method"] == "failpoint"
+    assert {n for n, _ in db.failpoints} == {"n1", "n2", "n3", "n5"}
+    assert all(p["peer"] == "n4" for p in db.failpoints.values())
+    _invoke(worker, "heal-slow", {"kind": "slow"})
+    assert all(p is None for p in db.failpoints.values())
+
+
+def test_a_fault_that_cannot_be_applied_completes_info() -> None:
+    """An error applying a fault is an unknown outcome naming it, not a crash."""
+    worker = NemesisWorker(FakeControl(), NODES, FakeDB())  # type: ignore[arg-type]
+    reply = _invoke(worker, "flood", {"kind": "flood", "seed": 1})
+    assert reply.type == "info"
+    assert "flood" in (reply.error or "")
