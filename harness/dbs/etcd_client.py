@@ -19,6 +19,11 @@ may believe:
   (`DEFINITE_ERRORS`), or the call was a read;
 - `unknown` (history `info`): anything else: a timeout, a dropped
   connection, "request timed out", "leader changed".
+
+Revisions: an empty etcd store is at revision 1, the metastore model's
+(docs/models.md) at 0. Every revision crossing this client is shifted by
+`REVISION_OFFSET` (reported ones down, requested ones up), so the checkers
+see the model's numbering; an absent key's mod_revision stays 0.
 """
 
 from __future__ import annotations
@@ -83,9 +88,18 @@ def is_definite(error: str) -> bool:
     return any(e in error for e in DEFINITE_ERRORS)
 
 
+REVISION_OFFSET = 1
+
+
+def model_revision(raw: Any) -> int:
+    """An etcd revision (int or the gateway's string) in the model's numbering."""
+    value = int(raw or 0)
+    return value - REVISION_OFFSET if value > 0 else 0
+
+
 def revision_of(doc: dict[str, Any]) -> int:
-    """The store revision a response's header reports (0 when absent)."""
-    return int(doc.get("header", {}).get("revision", 0))
+    """The store revision a response's header reports, in the model's numbering."""
+    return model_revision(doc.get("header", {}).get("revision", 0))
 
 
 class EtcdClient:
@@ -182,7 +196,7 @@ class EtcdClient:
         kv = kvs[0] if kvs else {}
         value = {
             "value": int_value(kv.get("value")),
-            "mod_revision": int(kv.get("mod_revision", 0)),
+            "mod_revision": model_revision(kv.get("mod_revision", 0)),
             "revision": revision_of(out.value),
         }
         return Outcome(type="ok", value=value, url=out.url)
@@ -244,7 +258,12 @@ def compare(cond: dict[str, Any]) -> dict[str, Any]:
     if target == "exists":
         target, op, value = "create_revision", ("gt" if value else "eq"), 0
     name, field = _TARGETS[target]
-    raw = b64(str(value)) if target == "value" else str(int(value or 0))
+    if target == "value":
+        raw = b64(str(value))
+    elif target in ("mod_revision", "create_revision") and int(value or 0) > 0:
+        raw = str(int(value or 0) + REVISION_OFFSET)
+    else:
+        raw = str(int(value or 0))
     return {"key": b64(cond["key"]), "target": name, "result": _RESULTS[op], field: raw}
 
 
@@ -260,14 +279,14 @@ def request(write: dict[str, Any]) -> dict[str, Any]:
 async def watch(
     session: aiohttp.ClientSession, url: str, prefix: str, start: int, duration_s: float
 ) -> tuple[list[dict[str, Any]], str | None]:
-    """Watch `prefix` from revision `start` for `duration_s`: (events, error).
+    """Watch `prefix` from (model) revision `start` for `duration_s`: (events, error).
 
     Events are {key, value, revision, type} in delivery order; the error is
     None when the stream ran its whole time (it is cut then, on purpose),
     else why it ended early (what was delivered until then still counts).
     """
     body = {"create_request": {"key": b64(prefix), "range_end": prefix_end(prefix),
-                               "start_revision": str(start)}}  # fmt: skip
+                               "start_revision": str(start + REVISION_OFFSET)}}  # fmt: skip
     events: list[dict[str, Any]] = []
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=3)
 
@@ -283,7 +302,7 @@ async def watch(
                 for e in result.get("events") or []:
                     kv = e.get("kv", {})
                     events.append({"key": unb64(kv.get("key")), "value": int_value(kv.get("value")),
-                                   "revision": int(kv.get("mod_revision", 0)),
+                                   "revision": model_revision(kv.get("mod_revision")),
                                    "type": e.get("type", "PUT")})  # fmt: skip
         return "stream ended"
 
