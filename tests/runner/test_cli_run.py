@@ -24,11 +24,11 @@ def _faultline(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
     ("flags", "needle"),
     [
         (["--nemesis", "bogus"], "--nemesis: unknown 'bogus'"),
-        (["--workload", "change-peers"], "must include register"),
+        (["--workload", "change-peers"], "must include exactly one of register"),
         (["--rate", "0"], "--rate must be positive"),
         (["--time-limit", "soon"], "--time-limit must be a number"),
         (["--backend", "ssh"], "--backend ssh needs --hosts"),
-        (["--db", "etcd"], "only ember"),
+        (["--db", "mysql"], "invalid choice"),
         (["--failpoint", "x={"], "not JSON"),
     ],
 )
