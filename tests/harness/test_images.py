@@ -12,6 +12,7 @@ from importlib import metadata
 import pytest
 
 from harness.images import EMBER_NODE_DEPS, ImageBuildError, node_dependencies
+from tests.harness.cluster_fixtures import SharedCluster
 
 # Prints the distributions behind every non-stdlib module that importing the
 # node daemon loads, in a fresh interpreter so this test's imports do not count.
@@ -80,3 +81,17 @@ def test_everything_ember_node_imports_is_in_the_image() -> None:
     assert imported, "the probe saw no third-party import at all"
     missing = imported - _closure(EMBER_NODE_DEPS)
     assert not missing, f"ember-node imports {sorted(missing)}, not in the image"
+
+
+@pytest.mark.docker
+@pytest.mark.timeout(1800)
+def test_node_image_runs_ember_node_without_the_harness_dependencies(
+    cluster: SharedCluster,
+) -> None:
+    """ember-node starts in the image; pandas, pyarrow and plotly are not there."""
+    result = cluster.control.run("n1", "/opt/faultline/bin/ember-node --help")
+    assert "usage: ember-node" in result.stdout
+    host_only = ("pandas", "pyarrow", "plotly", "numpy", "rich")
+    probe = f"import importlib.util as u; print(sorted(m for m in {host_only} if u.find_spec(m)))"
+    result = cluster.control.run("n1", f'/opt/faultline/bin/python -c "{probe}"')
+    assert result.stdout.strip() == "[]"
