@@ -50,12 +50,21 @@ class ControlPlane:
         self.agent = PrimaryAgent(runtime, self.meta, self.peers)
         self.listener = GroupListener(runtime, self.meta, self.peers)
         self._task: asyncio.Task[None] | None = None
+        # A restarted replica re-applies its log from its last snapshot; reporting
+        # those writes again would make its reports go back, so it remembers the
+        # last revision it reported (a plain write survives a process kill).
+        self._mark = runtime.cfg.data_dir / "assignments.reported"
+        self._reported = int(self._mark.read_text()) if self._mark.exists() else 0
         if machine is not None:
             machine.listeners.append(self._report_assignments)
 
     def _report_assignments(self, events: list[Any]) -> None:
-        for ev in assignment_writes(events):
+        fresh = [ev for ev in assignment_writes(events) if ev["revision"] > self._reported]
+        for ev in fresh:
             self.runtime.audit.record(ev)
+        if fresh:
+            self._reported = max(ev["revision"] for ev in fresh)
+            self._mark.write_text(str(self._reported))
 
     def add_routes(self, app: web.Application) -> None:
         """Register the admin, /meta and /internal routes."""

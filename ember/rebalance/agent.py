@@ -38,11 +38,12 @@ from typing import Any
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
 from ember.rebalance.invokes import cancel_invoke, done_invoke
-from ember.rebalance.keys import assignments_prefix
+from ember.rebalance.keys import assignments_prefix, key
 from ember.runtime import NodeRuntime
 
 log = logging.getLogger(__name__)
 EVENT_WAIT_S = 3.0
+AWAIT_REPLICA_S = 5.0
 
 
 @dataclass
@@ -166,12 +167,22 @@ class PrimaryAgent:
 
     # -- jobs ------------------------------------------------------------------
 
-    async def _await_replicas(self, job: Job) -> None:
+    async def _await_replicas(self, job: Job) -> bool:
+        """Whether every replica being added answers; False when one stays down
+        past AWAIT_REPLICA_S while a planned assignment waits (give way to it)."""
         group = f"part-{job.partition}"
+        # Only the replicas being added: a current voter that is down must not
+        # block a change whose majorities do not need it.
+        adding = sorted(set(job.new) - set(job.old))
+        deadline = asyncio.get_running_loop().time() + AWAIT_REPLICA_S
         while True:
-            ready = await asyncio.gather(*(self._hosts(n, group) for n in job.new))
+            ready = await asyncio.gather(*(self._hosts(n, group) for n in adding))
             if all(ready):
-                return
+                return True
+            if asyncio.get_running_loop().time() > deadline:
+                planned = await self.meta.get(key(job.zone, job.partition, "planned"))
+                if planned["value"]:
+                    return False
             await asyncio.sleep(0.3)
 
     async def _hosts(self, node: str, group: str) -> bool:
@@ -191,7 +202,11 @@ class PrimaryAgent:
         return (leader, st) if st and st.get("role") == "leader" else (leader, None)
 
     async def _rebalance(self, job: Job) -> None:
-        await self._await_replicas(job)
+        if not await self._await_replicas(job):
+            # A new replica is gone and a newer assignment waits: this change
+            # cannot finish, so it is cancelled (unrecoverable), making way.
+            await self._auto_cancel(job, {"reason": "a new replica did not start"})
+            return
         group, target = f"part-{job.partition}", sorted(job.new)
         body = {"group": group, "peers": target, "learners": [], "token": job.pending_revision}
         while True:

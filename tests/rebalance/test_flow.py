@@ -1,0 +1,195 @@
+"""The rebalance protocol on a real 5-node cluster: triggers, planned, cancel,
+failovers, stale requests; after each, the keys and the groups converge."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.assignments import check_assignments
+from tests.node.cluster import ProcCluster
+from tests.rebalance.flow import (
+    NAMES,
+    PARTITIONS,
+    alter,
+    assignments,
+    audit,
+    call_any,
+    failpoint_all,
+    is_converged,
+    live,
+    targets,
+    wait_converged,
+)
+
+pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
+
+
+def _wait_pending(cluster: ProcCluster) -> int:
+    """A partition with pending set (polls); returns it."""
+    found: list[int] = []
+
+    def check() -> bool:
+        found[:] = [p for p, k in assignments(cluster).items() if k.get("pending")]
+        return bool(found)
+
+    cluster.wait_for(check, "a pending assignment")
+    return found[0]
+
+
+def _kinds_written(cluster: ProcCluster, kind: str) -> list[dict[str, object]]:
+    def wrote(ev: dict[str, Any]) -> bool:
+        return any(k.endswith("." + kind) and v["new"] for k, v in ev["keys"].items())
+
+    return [ev for evs in audit(cluster).values() for ev in evs
+            if ev["kind"] == "assignments-written" and wrote(ev)]  # fmt: skip
+
+
+def _stage(cluster: ProcCluster, p: int) -> str | None:
+    for node in live(cluster):
+        st = cluster.status(node)["groups"][f"part-{p}"]
+        if st["role"] == "leader":
+            return str(st["stage"])
+    return None
+
+
+def test_cancel_before_completion_rolls_back(cluster: ProcCluster) -> None:
+    """A cancel written while the change is catching up reverts it: stable stays old.
+
+    First in the module: checkers/assignments flags a 'cancelled' whose new peer
+    set was committed at any earlier time, even by an unrelated earlier change.
+    """
+    old = assignments(cluster)
+    failpoint_all(cluster, "raft.append.drop", {"peer": "n5"})
+    try:
+        alter(cluster, replicas=5)
+        p = _wait_pending(cluster)
+        # Cancel only once the group is catching n5 up: an ongoing change to revert.
+        cluster.wait_for(lambda: _stage(cluster, p) == "catching-up", "the change to start")
+        doc = call_any(cluster, "POST", "/admin/cancel-rebalance", {"partition": p})
+        assert doc["succeeded"] is True, doc
+        wait_converged(cluster, {p: old[p]["stable"]})
+    finally:
+        failpoint_all(cluster, "raft.append.drop", None)
+    outcomes = [ev.get("outcome") for evs in audit(cluster).values() for ev in evs
+                if ev["kind"] == "cancel-request" and ev.get("direction") == "applied"]  # fmt: skip
+    assert "cancelled" in outcomes
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+
+
+def test_replicas_three_to_five_and_back(cluster: ProcCluster) -> None:
+    """Replica count 3 -> 5 -> 3: every partition moves to the zone's target and back."""
+    alter(cluster, replicas=5)
+    wait_converged(cluster, dict.fromkeys(range(PARTITIONS), NAMES))
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+    assert all(len(peers) == 3 for peers in targets(cluster).values())
+
+
+def test_planned_supersedes_pending(cluster: ProcCluster) -> None:
+    """A trigger while a rebalance is pending writes planned, which becomes pending next."""
+    before = len(_kinds_written(cluster, "planned"))
+    # Appends to n4 and n5 held back: a change that adds them stays pending a while.
+    failpoint_all(cluster, "raft.append.delay", {"peer": "n5", "delay_ms": 400})
+    try:
+        alter(cluster, replicas=5)
+        _wait_pending(cluster)
+        alter(cluster, replicas=4)
+    finally:
+        failpoint_all(cluster, "raft.append.delay", None)
+    wait_converged(cluster)
+    assert len(_kinds_written(cluster, "planned")) > before
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+
+
+def test_cancel_after_completion_is_refused(cluster: ProcCluster) -> None:
+    """A cancel naming a pending revision the rebalance already finished is not written,
+    and a group already at new answers 'cannot-cancel'."""
+    alter(cluster, replicas=4)
+    p = _wait_pending(cluster)
+    pending_key = f"zone.default.p{p}.assignments.pending"
+    pending_rev = call_any(cluster, "POST", "/meta/get", {"key": pending_key})["mod_revision"]
+    old = assignments(cluster)[p]["stable"]
+    wait_converged(cluster)
+    new = assignments(cluster)[p]["stable"]
+    doc = cluster.call(NAMES[0], "POST", "/admin/cancel-rebalance",
+                       {"partition": p, "pending_revision": pending_rev})  # fmt: skip
+    assert doc[0] == 409 or doc[1]["succeeded"] is False, doc
+    body = {"group": f"part-{p}", "old": old, "new": new}
+    answers: list[Any] = []
+
+    def ask() -> bool:
+        # Whichever node leads the group now answers; the others say not-leader.
+        answers[:] = [cluster.call(n, "POST", "/internal/cancel-group", body)[1] for n in NAMES]
+        return any(a.get("outcome") != "not-leader" for a in answers)
+
+    cluster.wait_for(ask, "a leader of the group to answer")
+    assert {"outcome": "cannot-cancel", "peers": new} in answers, answers
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+
+
+def test_a_stale_request_is_ignored(cluster: ProcCluster) -> None:
+    """A primary answers 'ignored' to a request older than its last seen revision."""
+    placement = call_any(cluster, "GET", "/admin/placement")
+    holder = placement["leases"]["0"]["holder"]
+    seen = cluster.call(holder, "GET", "/admin/placement")[1]["this_node"]["last_seen"]
+    last = seen["default/0"]
+    body = {"zone": "default", "partition": 0, "revision": last - 1, "pending_revision": 1,
+            "old": ["n1"], "new": ["n1", "n2"]}  # fmt: skip
+    code, doc = cluster.call(holder, "POST", "/internal/rebalance", body)
+    assert (code, doc["state"]) == (200, "ignored"), doc
+    ignored = [ev for ev in cluster.events(holder) if ev["kind"] == "rebalance-request"
+               and ev.get("direction") == "ignored"]  # fmt: skip
+    assert ignored[-1]["request_revision"] == last - 1
+    assert ignored[-1]["last_seen_revision"] == last
+    assert is_converged(cluster)
+
+
+def _failover_mid_rebalance(cluster: ProcCluster, victim_of: str) -> None:
+    failpoint_all(cluster, "raft.append.delay", {"peer": "n5", "delay_ms": 300})
+    try:
+        alter(cluster, replicas=5)
+        p = _wait_pending(cluster)
+        placement = call_any(cluster, "GET", "/admin/placement")
+        victim = placement["driver"] if victim_of == "driver" else placement["leases"][str(p)]
+        cluster.kill(victim["holder"])
+    finally:
+        failpoint_all(cluster, "raft.append.delay", None)
+    wait_converged(cluster)
+    cluster.start(victim["holder"])
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+
+
+def test_placement_driver_failover_mid_rebalance(cluster: ProcCluster) -> None:
+    """Killing the active driver mid-rebalance: the next one resends and it finishes."""
+    _failover_mid_rebalance(cluster, "driver")
+
+
+def test_primary_replica_failover_mid_rebalance(cluster: ProcCluster) -> None:
+    """Killing the partition's primary mid-rebalance: a new primary finishes it."""
+    _failover_mid_rebalance(cluster, "lease")
+
+
+def test_a_data_node_leaving_and_joining(cluster: ProcCluster) -> None:
+    """A node that stops leaves the data nodes and its replicas move; back, it rejoins."""
+    cluster.kill("n5")
+    cluster.wait_for(lambda: "n5" not in (call_any(cluster, "GET", "/admin/zones/default")
+                                           ["data_nodes"] or []), "n5 to leave")  # fmt: skip
+    wait_converged(cluster)
+    assert all("n5" not in peers for peers in targets(cluster).values())
+    cluster.start("n5")
+    cluster.wait_for(lambda: "n5" in call_any(cluster, "GET", "/admin/zones/default")
+                     ["data_nodes"], "n5 to rejoin")  # fmt: skip
+    wait_converged(cluster)
+
+
+def test_every_assignment_write_passes_the_rebalance_checker(cluster: ProcCluster) -> None:
+    """The nodes' audit logs of all the above pass checkers/assignments.py."""
+    anomalies, figures = check_assignments(audit(cluster))
+    assert anomalies == [], anomalies[:3]
+    assert figures
