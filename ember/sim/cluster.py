@@ -4,10 +4,8 @@ Theory of operation: every node is a RawNode driven by the loop of
 docs/raft-api.md, one event at a time on the virtual clock. A node that has a
 Ready writes it to its disk's `written` view and becomes *busy* for the
 fsync latency; only when the fsync completes does the driver make it durable,
-send the messages, apply committed entries and `advance`. The Ready's audit
-events are recorded when it is taken, as the core emits them (the node
-daemon records them in the round that takes the Ready), so a run that stops
-at a violation before the fsync still shows the events that led to it. A
+send the messages, apply committed entries and `advance`. Audit events are
+recorded when the Ready is taken, so a run stopped by a violation keeps them. A
 busy or paused node buffers what arrives (messages, client requests) in its
 backlog and counts missed ticks, then handles them in order when it is free
 again, like a single-threaded process blocked on fsync or SIGSTOP'd.
@@ -43,6 +41,7 @@ from ember.raft import (
     Status,
 )
 from ember.sim.clock import NS_PER_MS, VirtualClock
+from ember.sim.events import envelope, start_events
 from ember.sim.network import Network
 from ember.sim.statemachine import StateMachine
 from ember.sim.storage import DiskLog
@@ -366,35 +365,13 @@ class Cluster:
         )
 
     def _record_start(self, node: SimNode) -> None:
-        """What the node daemon records when it starts: a node-wide `started`
-        (the node is a follower again) and the configuration it starts with,
-        so the checkers drop whatever an unflushed Ready had announced."""
-        now = self.clock.now_ns
-        node.events.append({"kind": "started", "node": node.id, "mono_ns": now, "wall": now / 1e9})
+        """Record what the node daemon records when it starts (ember/sim/events.py)."""
         assert node.raw is not None
-        st = node.raw.status()
-        if st.conf.peers:
-            conf = st.conf
-            self._record_event(
-                node,
-                {
-                    "kind": "config-applied",
-                    "term": st.term,
-                    "index": node.raw.conf_index,
-                    "stage": "joint" if conf.is_joint else "stable",
-                    "peers": sorted(conf.peers),
-                    "old_peers": sorted(conf.old_peers) if conf.old_peers is not None else None,
-                    "learners": sorted(conf.learners),
-                    "token": st.token,
-                },
-            )
+        node.events.extend(start_events(node.raw, node.id, self.clock.now_ns, GROUP))
 
     def _record_event(self, node: SimNode, event: dict[str, Any]) -> None:
         """Add the envelope fields the driver owns (docs/events.md) and keep it."""
-        now = self.clock.now_ns
-        node.events.append(
-            {**event, "node": node.id, "group": GROUP, "mono_ns": now, "wall": now / 1e9}
-        )
+        node.events.append(envelope(event, node.id, self.clock.now_ns, GROUP))
 
     # -- queries -------------------------------------------------------------
 
