@@ -1,0 +1,138 @@
+"""The etcd JSON-gateway client: encoding, revision numbering, outcome classification."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from aiohttp import web
+
+from harness.dbs.etcd_client import (
+    EtcdClient,
+    b64,
+    compare,
+    int_value,
+    is_definite,
+    model_revision,
+    prefix_end,
+    request,
+)
+
+
+def test_keys_and_values_travel_as_base64_and_ints_come_back_as_ints() -> None:
+    """What the workload writes is what it reads back."""
+    assert base64.b64decode(b64("k1")) == b"k1"
+    assert int_value(b64("3")) == 3
+    assert int_value(b64("x")) == "x"
+    assert int_value(None) is None
+
+
+def test_prefix_end_covers_exactly_the_prefix() -> None:
+    """range_end is the prefix with its last byte incremented."""
+    assert base64.b64decode(prefix_end("m/")) == b"m0"
+
+
+def test_revisions_are_shifted_to_the_models_numbering() -> None:
+    """etcd's empty store is at 1, the model's at 0; absent stays 0."""
+    assert model_revision("1") == 0
+    assert model_revision("7") == 6
+    assert model_revision(None) == 0
+
+
+def test_conditions_map_to_etcd_compares() -> None:
+    """exists becomes a create_revision test; revision targets are shifted up."""
+    value = compare({"key": "a", "target": "value", "op": "eq", "value": 2})
+    assert value == {"key": b64("a"), "target": "VALUE", "result": "EQUAL", "value": b64("2")}
+    exists = compare({"key": "a", "target": "exists", "value": True})
+    assert (exists["target"], exists["result"], exists["create_revision"]) == (
+        "CREATE",
+        "GREATER",
+        "0",
+    )
+    absent = compare({"key": "a", "target": "exists", "value": False})
+    assert (absent["result"], absent["create_revision"]) == ("EQUAL", "0")
+    mod = compare({"key": "a", "target": "mod_revision", "op": "lt", "value": 4})
+    assert (mod["target"], mod["result"], mod["mod_revision"]) == ("MOD", "LESS", "5")
+
+
+def test_writes_map_to_request_ops() -> None:
+    """put and delete become request_put and request_delete_range."""
+    assert request({"op": "put", "key": "a", "value": 1}) == {
+        "request_put": {"key": b64("a"), "value": b64("1")}
+    }
+    assert request({"op": "delete", "key": "a"}) == {"request_delete_range": {"key": b64("a")}}
+
+
+def test_only_errors_raised_before_proposing_are_definite() -> None:
+    """A learner refusal is a fail; a timeout or leader change may have applied."""
+    assert is_definite("etcdserver: rpc not supported for learner")
+    assert is_definite("etcdserver: no leader")
+    assert not is_definite("etcdserver: request timed out")
+    assert not is_definite("etcdserver: leader changed")
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _serve(handler: Handler, scenario: Callable[[EtcdClient], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        app = web.Application()
+        app.router.add_route("POST", "/{tail:.*}", handler)
+        runner = web.AppRunner(app)
+        await runner.setup()
+        site = web.TCPSite(runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        client = EtcdClient(lambda: [f"http://127.0.0.1:{port}"], timeout_s=1.0)
+        try:
+            return await scenario(client)
+        finally:
+            await client.close()
+            await runner.cleanup()
+
+    return asyncio.run(main())
+
+
+def test_an_indeterminate_write_error_is_unknown_but_a_read_error_fails() -> None:
+    """'request timed out' on a put is unknown (info); on a get it is a fail."""
+
+    async def handler(_req: web.Request) -> web.StreamResponse:
+        return web.json_response({"error": "etcdserver: request timed out", "code": 14}, status=503)
+
+    async def scenario(c: EtcdClient) -> tuple[str, str]:
+        return (await c.put("k", 1)).type, (await c.get("k")).type
+
+    assert _serve(handler, scenario) == ("unknown", "fail")
+
+
+def test_a_put_reports_its_revision_and_a_cas_its_swap() -> None:
+    """put's value is the write's revision; cas's is [succeeded, revision]."""
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        if req.path == "/v3/kv/put":
+            return web.json_response({"header": {"revision": "5"}})
+        return web.json_response({"header": {"revision": "9"}, "succeeded": True})
+
+    async def scenario(c: EtcdClient) -> tuple[Any, Any]:
+        return (await c.put("k", 1)).value, (await c.cas("k", 0, 1)).value
+
+    assert _serve(handler, scenario) == (4, [True, 8])
+
+
+def test_a_refused_connection_is_a_fail() -> None:
+    """Nothing listening: the request certainly did not apply."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again before the request: nothing listens
+
+    async def scenario() -> str:
+        client = EtcdClient(lambda: [f"http://127.0.0.1:{port}"], timeout_s=1.0)
+        try:
+            return (await client.put("k", 1)).type
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario()) == "fail"
