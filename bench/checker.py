@@ -32,8 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from checkers.importers.porcupine import FixtureFormatError, load
 from checkers.linearizability import MODELS, check
 from checkers.linearizability.synth import SynthSpec, synthesize
+from tests.paths import PORCUPINE_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/porcupine")
+FIXTURES = PORCUPINE_FIXTURES
 
 
 def _tsv(path: Path) -> list[list[str]]:

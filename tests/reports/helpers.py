@@ -10,8 +10,9 @@ import msgspec
 from checkers import compose
 from checkers.importers import porcupine
 from checkers.linearizability.types import LinOp
+from tests.paths import PORCUPINE_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/porcupine")
+FIXTURES = PORCUPINE_FIXTURES
 # The etcd fixtures are registers; faultline's kv model names the same ops get/put.
 _ETCD_FS = {"read": "get", "write": "put", "cas": "cas"}
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from checkers.importers.porcupine import load
 from checkers.linearizability import check
+from tests.paths import PORCUPINE_FIXTURES
 
-FIXTURES = Path("/work/shared/fixtures/porcupine")
+FIXTURES = PORCUPINE_FIXTURES
 
 
 def _rows() -> list[tuple[str, str, str]]:
