@@ -140,6 +140,7 @@ class MembershipWorker:
             return Reply(type="info", error=f"membership workload has no move {move!r}")
         members = await self._read()
         if members is not None:
+            self.db.note_learners({n for n, learner in members.items() if learner})
             v["voters"] = sorted(n for n, learner in members.items() if not learner)
             v["learners"] = sorted(n for n, learner in members.items() if learner)
         return Reply(type=kind, value=v, error=error)
@@ -188,7 +189,7 @@ class MembershipWorker:
             if out.ok:
                 return "ok", None
             error = out.error
-            if out.type != "fail" or "not in sync" not in (error or ""):
+            if out.type != "fail" or "in sync" not in (error or ""):
                 return ("fail" if out.type == "fail" else "info"), error
             await asyncio.sleep(PROMOTE_WAIT_S)  # the learner is still catching up
         return "fail", error

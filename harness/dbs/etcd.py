@@ -70,6 +70,7 @@ class EtcdDB:
         if unknown:
             raise DBError(f"etcd bootstrap names unknown node(s) {', '.join(unknown)}")
         self.members: set[str] = set(self._bootstrap)
+        self.learners: set[str] = set()  # members not yet promoted
         self.lock = threading.Lock()
         self.spec = ProcessSpec(
             pidfile="/run/etcd/etcd.pid",
@@ -126,11 +127,13 @@ class EtcdDB:
             raise DBError(f"cannot install etcd: {exc}") from exc
         with self.lock:
             self.members = set(self._bootstrap)
+            self.learners = set()
 
     def join(self, control: Control, name: str, cluster: Mapping[str, str]) -> Fault:
-        """Start `name` as a new member of the existing cluster (wiping its data)."""
+        """Start `name` as a new learner of the existing cluster (wiping its data)."""
         with self.lock:
             self.members.add(name)
+            self.learners.add(name)
         try:
             control.run(name, self._reset_script(name, self.env(name, cluster, "existing")))
             return process.start(control, [name], self.spec)
@@ -145,6 +148,7 @@ class EtcdDB:
         call it a failure)."""
         with self.lock:
             self.members.discard(name)
+            self.learners.discard(name)
         pidfile = shlex.quote(str(self.spec.pidfile))
         script = f"kill -9 $(cat {pidfile} 2>/dev/null) 2>/dev/null; rm -rf {self.root}/data"
         try:
@@ -180,11 +184,17 @@ class EtcdDB:
         """Each node's client URL (spares included: they refuse connections)."""
         return {n.name: f"http://{n.ip}:{CLIENT_PORT}" for n in self.nodes}
 
+    def note_learners(self, learners: set[str]) -> None:
+        """The learners as a member list read just now says."""
+        with self.lock:
+            self.learners = set(learners)
+
     def member_urls(self) -> list[str]:
-        """Client URLs of the nodes the harness believes are members."""
+        """Client URLs of the voters the harness believes in (a learner
+        refuses everything but serializable reads)."""
         urls = self.urls()
         with self.lock:
-            return [urls[n] for n in sorted(self.members)]
+            return [urls[n] for n in sorted(self.members - self.learners)]
 
     def status(self, name: str) -> dict[str, Any] | None:
         """POST /v3/maintenance/status: leader, raft term and index, member id."""
