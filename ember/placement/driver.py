@@ -42,6 +42,7 @@ from ember.zones import Zone, assign, next_data_nodes
 log = logging.getLogger(__name__)
 DRIVER_KEY = "placement.driver"
 RESEND_S = 2.0
+TICK_LIMIT_S = 20.0
 
 
 class PlacementDriver:
@@ -63,12 +64,17 @@ class PlacementDriver:
         self._changed_at: dict[str, float] = {}
         self._alive: set[str] = set()
         self.leases: dict[int, dict[str, Any]] = {}
+        self.step = "idle"  # the tick's current step, for the log
 
     async def run(self) -> None:
         """Tick until cancelled."""
         while True:
             try:
-                await self.tick()
+                # A tick waits only on bounded calls; this bound is a safety net
+                # so one wedged step can never stop the driver for good.
+                await asyncio.wait_for(self.tick(), TICK_LIMIT_S)
+            except TimeoutError:
+                log.warning("placement driver tick took over %ss at %s", TICK_LIMIT_S, self.step)
             except (MetaUnavailable, MetaRefused) as err:
                 log.info("placement driver: metastore: %s", err)
             except Exception:
@@ -106,6 +112,7 @@ class PlacementDriver:
     async def tick(self) -> None:
         """One round of the driver (see the module doc)."""
         now = time.time()
+        self.step = "lease"
         if not await self._hold_lease(now):
             if self.active:
                 self._audit({"kind": "placement-driver", "active": False})
@@ -117,18 +124,24 @@ class PlacementDriver:
             self._applied.clear()
             self._sent.clear()
             self._audit({"kind": "placement-driver", "active": True, "revision": self.revision})
+        self.step = "read"
         snap = await self.meta.range("zone.")
         self._seen(snap["revision"])
         kv = {item["key"]: item for item in snap["kvs"]}
         zone = self._zone(kv)
         if zone is None:
             return
+        self.step = "data-nodes"
         await self._data_nodes(zone, kv, now)
+        self.step = "triggers"
         await self._triggers(zone, kv)
         for p in range(zone.partitions):
+            self.step = f"lease {p}"
             holder = await self._lease(zone, p, kv, now)
             if holder is not None:
+                self.step = f"requests {p}"
                 await self._requests(zone, p, kv, holder, now)
+        self.step = "idle"
 
     def _zone(self, kv: dict[str, Any]) -> Zone | None:
         # Nothing to place until someone creates the zone (POST /admin/zones/default):

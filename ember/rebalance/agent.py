@@ -137,6 +137,8 @@ class PrimaryAgent:
         job = self.jobs.get(name)
         pending_rev = int(body["pending_revision"])
         if job is not None and (job.kind, job.pending_revision) == (kind, pending_rev):
+            # The same rebalance asked again: the running job now answers this request.
+            job.request_revision = max(job.request_revision, rev)
             return {"state": job.state}
         if job is not None and job.task is not None:
             job.task.cancel()  # superseded by a newer pending, or by its cancel

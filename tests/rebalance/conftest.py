@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.node.cluster import ProcCluster
-from tests.rebalance.flow import FLAGS, NAMES, alter, wait_converged
+from tests.rebalance.flow import FLAGS, NAMES, PARTITIONS, alter, wait_converged
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +27,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
 
 def _zone_created(c: ProcCluster) -> bool:
     try:
-        alter(c, replicas=3)
+        alter(c, replicas=3, partitions=PARTITIONS)
     except (AssertionError, OSError):
         return False
     return True

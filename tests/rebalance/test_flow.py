@@ -188,8 +188,44 @@ def test_a_data_node_leaving_and_joining(cluster: ProcCluster) -> None:
     wait_converged(cluster)
 
 
+def test_partition_count_change_places_the_new_partition(cluster: ProcCluster) -> None:
+    """Raising the zone's partitions places the new one by the zone's rule; lowering
+    it leaves the rest converged."""
+    alter(cluster, partitions=PARTITIONS + 1)
+    wait_converged(cluster)
+    assert PARTITIONS in assignments(cluster)
+    code, doc = cluster.call("n1", "POST", "/admin/zones/default", {"partitions": 99})
+    assert (code, doc["error"]) == (400, "bad-zone")
+    alter(cluster, partitions=PARTITIONS)
+    wait_converged(cluster)
+
+
 def test_every_assignment_write_passes_the_rebalance_checker(cluster: ProcCluster) -> None:
     """The nodes' audit logs of all the above pass checkers/assignments.py."""
     anomalies, figures = check_assignments(audit(cluster))
     assert anomalies == [], anomalies[:3]
     assert figures
+
+
+def test_planted_ignore_last_seen_is_caught_by_the_checker(cluster: ProcCluster) -> None:
+    """With `rebalance.ignore-last-seen` on, a primary applies a stale request, and
+    checkers/assignments.py reports it. Last: it leaves a flagged audit log."""
+    holder = call_any(cluster, "GET", "/admin/placement")["leases"]["0"]["holder"]
+    doc = cluster.call(holder, "GET", "/admin/placement")[1]["this_node"]
+    last = doc["last_seen"]["default/0"]
+    stable = assignments(cluster)[0]["stable"]
+    code, _ = cluster.call(holder, "POST", "/admin/failpoints/rebalance.ignore-last-seen", {})
+    assert code == 200
+    # A repeat of the settled assignment naming no live pending: it changes nothing.
+    body = {"zone": "default", "partition": 0, "revision": last - 1, "pending_revision": -1,
+            "old": stable, "new": stable}  # fmt: skip
+    code, doc = cluster.call(holder, "POST", "/internal/rebalance", body)
+    assert (code, doc["state"]) == (200, "started"), doc
+
+    def flagged() -> bool:
+        anomalies, _ = check_assignments(audit(cluster))
+        return any(a.kind == "stale-request-applied" for a in anomalies)
+
+    cluster.wait_for(flagged, "the checker to flag the stale request")
+    cluster.call(holder, "DELETE", "/admin/failpoints/rebalance.ignore-last-seen")
+    assert is_converged(cluster)
