@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	@rm -f $(VENV)/.installed-* && touch $@
 
 run: $(STAMP)
-	$(BIN)/python -m ember.sim --nodes 5 $(ARGS)
+	$(BIN)/faultline run $(ARGS)
 
 test: $(STAMP)
 	$(BIN)/ruff check .

@@ -200,6 +200,9 @@ def _one(plan: plans.Plan, store: Path, args: argparse.Namespace) -> RunOutcome:
         if r.valid is False and r.anomalies:
             print(f"  {name}: {len(r.anomalies)} anomalies; first: {r.anomalies[0].message}")
     print(f"replay: faultline replay {shlex.quote(str(outcome.run.path))}")
+    if outcome.report is not None:
+        # Last, so `make run` ends with the page to open.
+        print(f"report: {outcome.report}")
     return outcome
 
 

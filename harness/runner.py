@@ -76,6 +76,7 @@ class RunOutcome:
     exit_code: int
     notes: list[str] = field(default_factory=list)
     error: str | None = None  # why the run could not be carried out
+    report: Path | None = None  # report.html, once rendered
 
 
 def exit_code(result: Result) -> int:
@@ -372,7 +373,7 @@ def run(
         from harness.simrun import run_sim
 
         result = run_sim(plan, run_dir, status)
-        return RunOutcome(run_dir, result, exit_code(result))
+        return publish(RunOutcome(run_dir, result, exit_code(result)), store_root, log)
     try:
         notes = _execute(plan, run_dir, status, log, leave_running)
     except (RunError, DBError, ControlError, OSError, RuntimeError, ValueError) as exc:
@@ -381,10 +382,29 @@ def run(
         reason = _describe(exc)
         result = error_result(plan, reason)
         write_results(result, run_dir.path)
-        return RunOutcome(run_dir, result, EXIT_UNKNOWN, error=reason)
+        outcome = RunOutcome(run_dir, result, EXIT_UNKNOWN, error=reason)
+        return publish(outcome, store_root, log)
     status.stage = "checking"
     result = judge(plan, run_dir, notes)
-    return RunOutcome(run_dir, result, exit_code(result), notes)
+    status.stage = "reporting"
+    return publish(RunOutcome(run_dir, result, exit_code(result), notes), store_root, log)
+
+
+def publish(outcome: RunOutcome, store_root: Path, log: Callable[[str], None]) -> RunOutcome:
+    """Render the run's report.html and refresh the store's index.html.
+
+    A report that cannot be drawn never costs the run its verdict: the
+    failure is logged and the outcome returned without a report path.
+    """
+    from reports.index import write_index
+    from reports.render import write_report
+
+    try:
+        outcome.report = write_report(outcome.run.path)
+        write_index(store_root)
+    except Exception as exc:  # the verdict is already on disk; keep it
+        log(f"report not rendered: {type(exc).__name__}: {exc}")
+    return outcome
 
 
 def _describe(exc: BaseException) -> str:

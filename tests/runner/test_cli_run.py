@@ -69,20 +69,28 @@ def test_no_docker_engine_is_one_precise_error(tmp_path: Path) -> None:
     assert "Traceback" not in out.stderr
 
 
-def test_a_sim_run_prints_seed_first_and_replay_last_and_replays_exactly(tmp_path: Path) -> None:
-    """--backend sim writes a store run; replaying it gives the same plan and trace."""
+def _replay_line_dir(stdout: str) -> Path:
+    line = next(x for x in stdout.splitlines() if x.startswith("replay: faultline replay "))
+    return Path(line.split()[-1])
+
+
+def test_a_sim_run_prints_seed_first_and_report_last_and_replays_exactly(tmp_path: Path) -> None:
+    """--backend sim writes a store run and its report; replaying gives the same plan and trace."""
     store = tmp_path / "store"
     out = _faultline("run", "--backend", "sim", "--time-limit", "3", "--seed", "99",
                      "--no-progress", "--store", str(store))  # fmt: skip
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "seed 99"
-    assert lines[-1].startswith("replay: faultline replay ")
-    run_dir = Path(lines[-1].split()[-1])
+    assert lines[-2].startswith("replay: faultline replay ")
+    run_dir = _replay_line_dir(out.stdout)
+    assert lines[-1] == f"report: {run_dir / 'report.html'}"
+    assert "<html" in (run_dir / "report.html").read_text()[:2000].lower()
+    assert run_dir.name in (store / "index.html").read_text()
     results = json.loads((run_dir / "results.json").read_text())
     assert out.returncode == {True: 0, False: 1}.get(results["valid"], 2)
     assert (run_dir / "nodes" / "n1" / "events.jsonl").stat().st_size > 0
     again = _faultline("replay", str(run_dir), "--no-progress")
-    second = Path(again.stdout.strip().splitlines()[-1].split()[-1])
+    second = _replay_line_dir(again.stdout)
     assert second != run_dir
     assert (second / "test.json").read_text() == (run_dir / "test.json").read_text()
     sim = json.loads((second / "results.json").read_text())["checkers"]["sim"]["figures"]
