@@ -18,6 +18,7 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: $(STAMP)
