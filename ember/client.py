@@ -18,6 +18,13 @@ A 421 (not the leader) is followed to the leader's address, at most
 are hashed to partitions exactly as the node does). The node is told a
 deadline (`timeout_s`) shorter than the client's, so it usually answers 504
 itself rather than leaving the client to guess.
+
+aiohttp re-sends a GET / PUT / DELETE once, inside one `request()` call,
+when the connection drops while it is being sent or answered (RFC 9112's
+"retrying requests"). If that second send cannot connect, aiohttp reports a
+connect error, which reads as `fail`, although the first send may have been
+applied. The session's middleware (`_no_hidden_resend`) stops that: a drop
+after the connection was made surfaces as `RequestLost` (unknown) at once.
 """
 
 from __future__ import annotations
@@ -28,12 +35,33 @@ from urllib.parse import quote
 
 import aiohttp
 import msgspec
+from aiohttp import ClientHandlerType, ClientRequest, ClientResponse
 
 from ember.kv import DEFAULT_PARTITIONS, partition_of
 
 OutcomeType = Literal["ok", "fail", "unknown"]
 # The node's deadline is this much shorter than the client's.
 _SERVER_MARGIN_S = 0.25
+
+
+class RequestLost(aiohttp.ClientConnectionError):
+    """The connection dropped after the request may have been sent."""
+
+
+async def _no_hidden_resend(req: ClientRequest, handler: ClientHandlerType) -> ClientResponse:
+    """Client middleware: turn a drop after connecting into `RequestLost`.
+
+    aiohttp re-sends an idempotent request once after `ClientOSError` or
+    `ServerDisconnectedError`; any other `ClientError` ends the call, so
+    raising one here means the request is sent at most once. Connect errors
+    pass unchanged: nothing was sent, so they remain `fail`.
+    """
+    try:
+        return await handler(req)
+    except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError):
+        raise
+    except (aiohttp.ClientOSError, aiohttp.ServerDisconnectedError) as err:
+        raise RequestLost(f"{type(err).__name__}: {err}") from err
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +119,7 @@ class EmberClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(
                 connector=aiohttp.TCPConnector(limit=256),
+                middlewares=(_no_hidden_resend,),
                 timeout=aiohttp.ClientTimeout(
                     total=self.timeout_s, sock_connect=self.connect_timeout_s
                 ),
@@ -207,4 +236,4 @@ def _quote(key: str) -> str:
     return quote(key, safe="")
 
 
-__all__ = ["EmberClient", "Outcome", "OutcomeType"]
+__all__ = ["EmberClient", "Outcome", "OutcomeType", "RequestLost"]

@@ -178,7 +178,7 @@ def _workers(
 ) -> tuple[dict[str, Any], dict[Any, Worker], list[Any]]:
     from ember.client import EmberClient
     from workloads.change_peers import ChangePeersWorker
-    from workloads.register import RegisterWorker, without_hidden_retries
+    from workloads.register import RegisterWorker
 
     if isinstance(p.db, EtcdDB):
         nem = NemesisWorker(p.control, p.nodes, p.db) if nemesis else None
@@ -186,16 +186,11 @@ def _workers(
     urls = p.db.urls()
     node_of = {u: n for n, u in urls.items()}
     url_list = list(urls.values())
-    clients = [
-        without_hidden_retries(EmberClient(url_list, partitions=p.db.partitions))
-        for _ in range(p.plan.concurrency)
-    ]
+    clients = [EmberClient(url_list, partitions=p.db.partitions) for _ in range(p.plan.concurrency)]
     kinds: dict[str, Any] = {"client": list(range(p.plan.concurrency))}
     workers: dict[Any, Worker] = {i: RegisterWorker(c, node_of) for i, c in enumerate(clients)}
     if admin:
-        admin_client = without_hidden_retries(
-            EmberClient(url_list, partitions=p.db.partitions, timeout_s=30.0)
-        )
+        admin_client = EmberClient(url_list, partitions=p.db.partitions, timeout_s=30.0)
         clients.append(admin_client)
         kinds["admin"] = [p.plan.concurrency]
         workers[p.plan.concurrency] = ChangePeersWorker(admin_client, node_of)

@@ -49,19 +49,6 @@ def final_reads(keys: int = DEFAULT_KEYS) -> list[Op]:
     return [Op(f="get", key=k) for k in key_names(keys)]
 
 
-def without_hidden_retries(client: EmberClient) -> EmberClient:
-    """Stop aiohttp from silently re-sending GET / PUT / DELETE once after a
-    dropped keep-alive connection: when that second send cannot connect the
-    client reports `fail`, yet the first send may have been applied (a
-    false anomaly, seen when a leader is killed mid-request). Must be called
-    inside the event loop. Touches private attributes of both libraries
-    until ember.client does this itself.
-    """
-    session = client._http()
-    session._retry_connection = False
-    return client
-
-
 def reply_of(out: Outcome, node_of: Mapping[str, str]) -> Reply:
     """An ember client outcome as a history completion."""
     node = node_of.get(out.url or "")

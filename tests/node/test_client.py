@@ -85,3 +85,80 @@ def test_server_errors_follow_the_node_outcome_and_421_redirects() -> None:
     assert moved.value == 42
     assert moved.url is not None
     assert moved.url.endswith("/leader")
+
+
+class _ApplyThenVanish:
+    """A node that answers its first request, then applies the next one and
+    vanishes: it drops the connection and stops listening, so a re-send of
+    that request can only be refused."""
+
+    def __init__(self) -> None:
+        self.applied: list[bytes] = []
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        return f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = 0
+                for line in head.decode().split("\r\n"):
+                    if line.lower().startswith("content-length:"):
+                        length = int(line.split(":", 1)[1])
+                request = head + await reader.readexactly(length)
+                if not self.applied and b"warm" in head.split(b"\r\n", 1)[0]:
+                    body = b'{"value": null}'
+                    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n")
+                    writer.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                    await writer.drain()
+                    continue
+                self.applied.append(request)
+                assert self.server is not None
+                self.server.close()  # no more connections: a re-send is refused
+                writer.transport.abort()
+                return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            writer.close()
+
+
+def test_a_drop_after_the_request_was_applied_is_unknown_never_fail() -> None:
+    """A node applies a put and drops the reused connection: unknown, and no re-send."""
+
+    async def run() -> tuple[Outcome, Outcome, int]:
+        node = _ApplyThenVanish()
+        base = await node.start()
+        async with EmberClient([base]) as c:
+            warm = await c.get("warm")  # leaves a keep-alive connection to reuse
+            out = await c.put("k", 1)
+        return warm, out, len(node.applied)
+
+    warm, out, applied = asyncio.run(run())
+    assert warm.type == "ok"
+    assert applied == 1  # the node did act on the put
+    assert out.type == "unknown", out
+
+
+def test_plain_aiohttp_resends_and_reports_a_connect_error_for_an_applied_put() -> None:
+    """The hazard the client guards against: aiohttp's own re-send hides the drop."""
+    import aiohttp
+
+    async def run() -> tuple[BaseException | None, int]:
+        node = _ApplyThenVanish()
+        base = await node.start()
+        async with aiohttp.ClientSession() as s:
+            async with s.get(base + "/kv/warm") as r:
+                await r.read()
+            try:
+                async with s.put(base + "/kv/k", data=b'{"value": 1}') as r:
+                    await r.read()
+            except aiohttp.ClientError as err:
+                return err, len(node.applied)
+        return None, len(node.applied)
+
+    err, applied = asyncio.run(run())
+    assert applied == 1
+    # A connect error is what the client would have read as `fail`.
+    assert isinstance(err, aiohttp.ClientConnectorError), repr(err)
