@@ -79,6 +79,29 @@ def test_cancel_before_completion_rolls_back(cluster: ProcCluster) -> None:
     wait_converged(cluster)
 
 
+def test_a_failed_catch_up_is_cancelled_automatically(cluster: ProcCluster) -> None:
+    """Appends to n5 all dropped: catch-up fails (ECATCHUP), the primary writes the
+    cancel itself, and partitions that needed n5 stay at their old peers."""
+    old = assignments(cluster)
+    assert any("n5" not in k["stable"] for k in old.values())
+    cancels = len(_kinds_written(cluster, "cancel"))
+    failpoint_all(cluster, "raft.append.drop", {"peer": "n5"})
+    try:
+        alter(cluster, replicas=5)
+        # Nobody cancels by hand here: a new cancel write is the primary's own.
+        cluster.wait_for(lambda: len(_kinds_written(cluster, "cancel")) > cancels,
+                         "the primary to cancel the failed change")  # fmt: skip
+        expected = {p: NAMES if "n5" in k["stable"] else k["stable"] for p, k in old.items()}
+        wait_converged(cluster, expected)
+    finally:
+        failpoint_all(cluster, "raft.append.drop", None)
+    errors = [ev for evs in audit(cluster).values() for ev in evs
+              if ev["kind"] == "change-error" and ev.get("status") == "ECATCHUP"]  # fmt: skip
+    assert errors
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+
+
 def test_replicas_three_to_five_and_back(cluster: ProcCluster) -> None:
     """Replica count 3 -> 5 -> 3: every partition moves to the zone's target and back."""
     alter(cluster, replicas=5)
