@@ -43,6 +43,8 @@ KNOWN: dict[str, str] = {
     "rebalance.cancel-without-revision-guard": "planted: write a cancel without checking "
     "that pending is the revision it names",
     "rebalance.ignore-last-seen": "planted: a primary acts on requests older than its last seen",
+    "kv.ack-before-commit": "planted: a KV leader answers writes once appended locally, "
+    "before they commit, and reads from its uncommitted log",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

@@ -48,6 +48,16 @@ def encode_command(cmd: Command) -> bytes:
     return _cmd_encoder.encode(cmd)
 
 
+def decode_command(entry: Entry) -> Command | None:
+    """The command a normal entry carries; None if it carries none (or is garbled)."""
+    if entry.kind != "normal" or not entry.data:
+        return None
+    try:
+        return _cmd_decoder.decode(entry.data)
+    except msgspec.DecodeError:
+        return None
+
+
 def apply_command(data: dict[str, Any], cmd: Command) -> Any:
     """Apply `cmd` to `data` and return its result.
 
@@ -95,13 +105,9 @@ class PartitionMachine:
         if entry.index != self.state.applied + 1:
             raise ValueError(f"apply out of order: {entry.index} after {self.state.applied}")
         result: Any = None
-        if entry.kind == "normal" and entry.data:
-            try:
-                cmd = _cmd_decoder.decode(entry.data)
-            except msgspec.DecodeError:
-                cmd = None
-            if cmd is not None:
-                result = apply_command(self.state.data, cmd)
+        cmd = decode_command(entry)
+        if cmd is not None:
+            result = apply_command(self.state.data, cmd)
         h = hashlib.sha256(self.state.digest.encode())
         h.update(f"{entry.index}:{entry.kind}:".encode())
         h.update(entry.data)

@@ -7,6 +7,13 @@ follower, a learner or a replica still catching up never answers one from
 its own (possibly stale) state. A request that reaches a non-leader raises
 NotLeader with the leader's id, which the API turns into the leader's
 address for the client to retry there.
+
+The planted defect `kv.ack-before-commit` (a failpoint, off unless switched
+on) breaks exactly that: the leader answers a command from its own log as
+soon as the entry is appended, without waiting for a quorum, and answers
+reads from that log too. A leader cut off from the majority then
+acknowledges writes the next leader never sees and serves reads that miss
+the majority's writes: the linearizability checker must find it.
 """
 
 from __future__ import annotations
@@ -16,8 +23,15 @@ import time
 import zlib
 from typing import Any
 
-from ember.kv.statemachine import Command, PartitionMachine, encode_command
-from ember.runtime.group import StateMachine
+from ember.kv.statemachine import (
+    Command,
+    PartitionMachine,
+    apply_command,
+    decode_command,
+    encode_command,
+)
+from ember.raft import NotLeader
+from ember.runtime.group import Group, StateMachine
 from ember.runtime.node import NodeRuntime, partition_group
 
 DEFAULT_PARTITIONS = 8
@@ -61,6 +75,15 @@ class KvTable:
         """
         deadline = time.monotonic() + timeout_s
         group = self.group_of(cmd.key)
+        if self.runtime.failpoints.any_enabled and self.runtime.failpoints.hit(
+            "kv.ack-before-commit"
+        ):
+            try:
+                return await asyncio.wait_for(
+                    self.runtime.call(group, lambda g: _answer_from_log(g, cmd)), timeout_s
+                )
+            except TimeoutError:
+                raise ResultUnknown(f"{group} did not answer within {timeout_s:.3f}s") from None
         try:
             fut = await asyncio.wait_for(
                 self.runtime.propose(group, encode_command(cmd)), timeout_s
@@ -76,3 +99,26 @@ class KvTable:
             raise ResultUnknown(
                 f"proposed to {group} but not applied within {timeout_s:.3f}s"
             ) from None
+
+
+def _answer_from_log(group: Group, cmd: Command) -> Any:
+    """The planted defect: run `cmd` against the leader's whole log, committed
+    or not, appending it first unless it is a read; no quorum is awaited.
+
+    Raises NotLeader on a non-leader (as a proposal would), so followers
+    still redirect. Only a `PartitionMachine` group is answered this way.
+    """
+    raw, sm = group.raw, group.sm
+    if raw.role != "leader":
+        raise NotLeader("not the leader", raw.leader)
+    if not isinstance(sm, PartitionMachine):
+        raise TypeError(f"{group.id} is not a KV partition")
+    upto = raw.log.last_index
+    if cmd.op != "get":
+        upto = raw.propose(encode_command(cmd)) - 1
+    view = dict(sm.state.data)  # values are replaced, never mutated: shallow will do
+    for entry in raw.log.slice(sm.applied + 1, upto + 1):
+        logged = decode_command(entry)
+        if logged is not None:
+            apply_command(view, logged)
+    return apply_command(view, cmd)
