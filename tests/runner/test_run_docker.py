@@ -194,15 +194,12 @@ def test_the_phase_triggered_nemesis_fires_inside_joint(store: Path) -> None:
     assert checked >= 1
 
 
-@pytest.mark.skipif(
-    "kv.ack-before-commit" not in KNOWN,
-    reason="ember has no kv.ack-before-commit failpoint yet (ember/failpoints.py KNOWN)",
-)
 def test_acknowledging_writes_before_commit_is_found_invalid(store: Path) -> None:
     """With writes acknowledged before they replicate, leader kills make the run invalid."""
     plan = _plan(seed=31337, time_limit_s=40.0, nemesis=("kill", "partition"),
                  workload=("register",), options={"nemesis_gap_s": 3.0,
                  "failpoints": {"kv.ack-before-commit": {}}})  # fmt: skip
+    assert "kv.ack-before-commit" in KNOWN
     out = run(plan, store)
     assert out.result.valid is False
     assert out.result.checkers["linearizable"].valid is False
