@@ -65,6 +65,7 @@ class PlacementDriver:
         self._alive: set[str] = set()
         self.leases: dict[int, dict[str, Any]] = {}
         self.step = "idle"  # the tick's current step, for the log
+        self.ticks = 0
 
     async def run(self) -> None:
         """Tick until cancelled."""
@@ -112,6 +113,7 @@ class PlacementDriver:
     async def tick(self) -> None:
         """One round of the driver (see the module doc)."""
         now = time.time()
+        self.ticks += 1
         self.step = "lease"
         if not await self._hold_lease(now):
             if self.active:
@@ -273,6 +275,7 @@ class PlacementDriver:
     def status(self) -> dict[str, Any]:
         """What /admin/placement shows of this node's driver."""
         return {"node": self.runtime.id, "active": self.active, "revision": self.revision,
+                "step": self.step, "ticks": self.ticks,
                 "leases": {str(p): v for p, v in sorted(self.leases.items())}}  # fmt: skip
 
 

@@ -82,7 +82,13 @@ def wait_converged(cluster: ProcCluster, expected: dict[int, list[str]] | None =
     try:
         cluster.wait_for(lambda: is_converged(cluster, expected), "rebalance to converge")
     except AssertionError as err:
-        raise AssertionError(f"{err}; assignments {assignments(cluster)}") from None
+        drivers = {}
+        for node in live(cluster):
+            code, doc = cluster.call(node, "GET", "/admin/placement")
+            drivers[node] = doc.get("this_node") if code == 200 else (code, doc)
+        raise AssertionError(
+            f"{err}; assignments {assignments(cluster)}; drivers {drivers}"
+        ) from None
 
 
 def alter(cluster: ProcCluster, **changes: Any) -> dict[str, Any]:
