@@ -83,6 +83,8 @@ def _host_names(path: Path) -> tuple[str, ...]:
 
 def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     """The plan the flags describe (CliError naming a bad flag)."""
+    if args.db == "etcd" and args.backend == "sim":
+        raise CliError("--backend sim simulates ember only; run etcd on docker or ssh")
     known = etcd_run.WORKLOADS if args.db == "etcd" else WORKLOADS
     workload = _names(args.workload, known, "--workload")
     traffic = [w for w in ("register", "metastore") if w in workload]

@@ -30,6 +30,7 @@ def test_an_etcd_plan_names_its_db_and_waits_for_etcds_phases() -> None:
         ),
         (["--db", "etcd", "--workload", "bogus"], "--workload: unknown 'bogus'"),
         (["--workload", "metastore"], "--workload: unknown 'metastore'"),
+        (["--db", "etcd", "--backend", "sim"], "simulates ember only"),
     ],
 )
 def test_workloads_a_db_does_not_have_are_one_line_errors(
