@@ -8,7 +8,9 @@ and aiohttp is already a dependency. Keys and values are base64; int64
 fields come back as strings; fields equal to zero are left out.
 
 Every call is one POST to one node (etcd forwards to the leader), never
-retried: a retry would hide whether the first attempt took effect. Outcomes
+retried: a retry would hide whether the first attempt took effect (aiohttp
+re-sends after a dropped keep-alive only for idempotent methods; every
+gateway call is a POST, so it never does). Outcomes
 are `ember.client.Outcome`s, so the workers written for ember's client read
 them unchanged. Classification, the part that decides what the checkers
 may believe:
