@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import pytest
-
 from checkers.assignments import check_assignments
 from tests.node.cluster import ProcCluster
 from tests.rebalance.flow import (
@@ -22,8 +20,6 @@ from tests.rebalance.flow import (
     targets,
     wait_converged,
 )
-
-pytestmark = pytest.mark.timeout(300) if hasattr(pytest.mark, "timeout") else []
 
 
 def _wait_pending(cluster: ProcCluster) -> int:
