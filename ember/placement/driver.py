@@ -271,6 +271,10 @@ class PlacementDriver:
                      "answer": answer if code == 200 else code}, p)  # fmt: skip
         if code == 200:
             self._sent[p] = (ident, now)
+        elif code == 409 and isinstance(answer, dict) and answer.get("error") == "not-primary":
+            # The holder restarted and forgot its lease: grant it again next tick
+            # (with last seen = current revision - 1, as for a new primary).
+            self.leases.pop(p, None)
 
     def status(self) -> dict[str, Any]:
         """What /admin/placement shows of this node's driver."""

@@ -194,6 +194,18 @@ def test_primary_replica_failover_mid_rebalance(cluster: ProcCluster) -> None:
     _failover_mid_rebalance(cluster, "lease")
 
 
+def test_a_primary_restarted_at_once_is_granted_its_lease_again(cluster: ProcCluster) -> None:
+    """A primary killed and restarted within its lease forgets it; the driver, told
+    'not-primary', grants it again and the next rebalance completes."""
+    holder = call_any(cluster, "GET", "/admin/placement")["leases"]["0"]["holder"]
+    cluster.kill(holder)
+    cluster.start(holder)
+    alter(cluster, replicas=4)
+    wait_converged(cluster)
+    alter(cluster, replicas=3)
+    wait_converged(cluster)
+
+
 def test_a_data_node_leaving_and_joining(cluster: ProcCluster) -> None:
     """A node that stops leaves the data nodes and its replicas move; back, it rejoins."""
     cluster.kill("n5")
