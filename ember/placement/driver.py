@@ -134,7 +134,11 @@ class PlacementDriver:
         if zone is None:
             return
         self.step = "data-nodes"
-        await self._data_nodes(zone, kv, now)
+        if await self.maybe_write_data_nodes(zone, kv, now):
+            # Triggers read one snapshot: the zone as of the same revision as its
+            # data nodes. Mixing this write into an older snapshot could stamp a
+            # trigger past a zone change that snapshot did not hold, and lose it.
+            return
         self.step = "triggers"
         await self._triggers(zone, kv)
         for p in range(zone.partitions):
@@ -151,7 +155,8 @@ class PlacementDriver:
         rec = kv.get(config_key(ZONE))
         return Zone(**rec["value"]) if rec is not None else None
 
-    async def _data_nodes(self, zone: Zone, kv: dict[str, Any], now: float) -> None:
+    async def maybe_write_data_nodes(self, zone: Zone, kv: dict[str, Any], now: float) -> bool:
+        """Probe the nodes and write the zone's data nodes if they changed; whether it wrote."""
         nodes = sorted(self.runtime.cfg.peers)
         alive = await self.peers.alive(nodes)
         for n in nodes:
@@ -169,9 +174,9 @@ class PlacementDriver:
             spec = {"if": [{"key": data_nodes_key(ZONE), "target": "mod_revision", "value": mod}],
                     "then": [{"op": "put", "key": data_nodes_key(ZONE), "value": new}]}  # fmt: skip
             out = await self.meta.invoke(spec)
-            if out["succeeded"]:
-                kv[data_nodes_key(ZONE)] = {"value": new, "mod_revision": out["revision"]}
             self._seen(out["revision"])
+            return True
+        return False
 
     async def _triggers(self, zone: Zone, kv: dict[str, Any]) -> None:
         nodes_rec = kv.get(data_nodes_key(ZONE))
