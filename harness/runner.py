@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from checkers.api import CheckerResult
 from checkers.compose import Result, check, load_run, write_results
 from harness import plan as plans
@@ -51,6 +53,7 @@ from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter, Worker
 from harness.progress import RunStatus
 from harness.store import RunDir, new_run
+from harness.version import stamp
 from nemesis.generator import DEFAULT_PHASES, NemesisSchedule
 from nemesis.heal import heal_all
 from nemesis.phase import PhaseWatcher
@@ -360,6 +363,8 @@ def run(
 ) -> RunOutcome:
     """Carry out one run of `plan` (see the module doc)."""
     plans.validate(plan)
+    # A replayed plan carries the version it ran with; record this one's.
+    plan = msgspec.structs.replace(plan, options=stamp(plan.options))
     run_dir = new_run(store_root, plan.name, plan.seed)
     run_dir.plan.write_bytes(plans.dump(plan))
     status = status or RunStatus()

@@ -38,7 +38,11 @@ def plotly_js() -> str:
 
 def ember_version(plan: dict[str, Any]) -> str:
     """The plan's recorded ember version, else the installed faultline's."""
-    settings = plan.get("db_settings")
+    options = plan.get("options")
+    if isinstance(options, dict) and options.get("ember_version"):
+        rev = options.get("git_rev")
+        return f"{options['ember_version']} ({rev})" if rev else str(options["ember_version"])
+    settings = plan.get("db_settings")  # older runs and synthetic ones
     if isinstance(settings, dict) and settings.get("version"):
         return str(settings["version"])
     try:
