@@ -27,12 +27,8 @@ instead (`harness.simrun`).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
-import threading
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,7 +39,7 @@ from checkers.api import CheckerResult
 from checkers.compose import Result, check, load_run, write_results
 from harness import plan as plans
 from harness.backends.base import Backend, NodeHandle
-from harness.backends.lifecycle import Terminated
+from harness.backends.lifecycle import managed_cluster
 from harness.control import Control, ControlError
 from harness.db import DBError, EmberDB
 from harness.dbs import etcd_run, image_for
@@ -55,7 +51,6 @@ from harness.progress import RunStatus
 from harness.store import RunDir, new_run
 from harness.version import stamp
 from nemesis.generator import DEFAULT_PHASES, NemesisSchedule
-from nemesis.heal import heal_all
 from nemesis.phase import PhaseWatcher
 from nemesis.schedule import NemesisWorker
 from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
@@ -94,37 +89,6 @@ def error_result(plan: plans.Plan, reason: str) -> Result:
     error = CheckerResult(name="run", valid="unknown", error=reason)
     return Result(valid="unknown", checkers={"run": error}, reasons=[f"run: {reason}"],
                   test=plan.name, seed=plan.seed)  # fmt: skip
-
-
-@contextmanager
-def cluster(backend: Backend, *, leave_running: bool) -> Iterator[tuple[list[NodeHandle], Control]]:
-    """Like `lifecycle.managed_cluster`, but may leave the nodes up (still healed)."""
-    in_main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
-    control: Control | None = None
-    try:
-        nodes = backend.up()
-        control = Control(nodes)
-        yield nodes, control
-    finally:
-        if in_main:  # a second Ctrl-C must not leave the cleanup half done
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            if control is not None:
-                with contextlib.suppress(ControlError):  # a dead node has nothing to heal
-                    heal_all(control)
-                control.close()
-            if not leave_running:
-                backend.down()
-        finally:
-            if in_main:
-                signal.signal(signal.SIGINT, signal.default_int_handler)
-                signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
-
-
-def _on_sigterm(_signum: int, _frame: Any) -> None:
-    raise Terminated("terminated by SIGTERM")
 
 
 @dataclass(slots=True)
@@ -307,7 +271,7 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
              leave_running: bool) -> list[str]:  # fmt: skip
     backend = _cluster_backend(plan, log)
     status.stage = "cluster up"
-    with cluster(backend, leave_running=leave_running) as (nodes, control):
+    with managed_cluster(backend, leave_running=leave_running) as (nodes, control):
         db: EmberDB | EtcdDB = (
             EtcdDB(nodes, plan.db_settings, plan.seed)
             if plan.db == "etcd"

@@ -33,9 +33,10 @@ def _on_sigterm(_signum: int, _frame: FrameType | None) -> None:
 
 @contextmanager
 def managed_cluster(
-    backend: Backend, *, heal: bool = True
+    backend: Backend, *, heal: bool = True, leave_running: bool = False
 ) -> Iterator[tuple[list[NodeHandle], Control]]:
-    """Bring `backend` up; always heal faults and bring it down afterwards."""
+    """Bring `backend` up; always heal faults and bring it down afterwards
+    (unless `leave_running`: then the healed nodes stay up for inspection)."""
     in_main = threading.current_thread() is threading.main_thread()
     previous_int = signal.getsignal(signal.SIGINT)
     previous = signal.signal(signal.SIGTERM, _on_sigterm) if in_main else None
@@ -56,7 +57,8 @@ def managed_cluster(
                     except ControlError as exc:  # a dead node has nothing left to heal
                         print(f"warning: healing failed: {exc}", file=sys.stderr)
                 control.close()
-            backend.down()
+            if not leave_running:
+                backend.down()
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous_int)
