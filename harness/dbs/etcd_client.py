@@ -39,7 +39,7 @@ from typing import Any
 import aiohttp
 import msgspec
 
-from ember.client import Outcome
+from ember.client import Outcome, OutcomeType
 
 # etcd errors that mean the request was never proposed to Raft.
 DEFINITE_ERRORS = (
@@ -150,8 +150,8 @@ class EtcdClient:
         except aiohttp.ClientConnectorError as exc:
             return Outcome(type="fail", error=f"cannot connect: {exc}", url=url)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
-            kind = "fail" if read else "unknown"
-            return Outcome(type=kind, error=f"{type(exc).__name__}: {exc}", url=url)  # type: ignore[arg-type]
+            kind: OutcomeType = "fail" if read else "unknown"
+            return Outcome(type=kind, error=f"{type(exc).__name__}: {exc}", url=url)
         try:
             doc = msgspec.json.decode(raw)
         except msgspec.DecodeError:
@@ -160,7 +160,7 @@ class EtcdClient:
             return Outcome(type="ok", value=doc, status=status, url=url)
         error = str(doc.get("error") or doc.get("message") if isinstance(doc, dict) else doc)
         kind = "fail" if read or is_definite(error) else "unknown"
-        return Outcome(type=kind, error=error, status=status, url=url)  # type: ignore[arg-type]
+        return Outcome(type=kind, error=error, status=status, url=url)
 
     # -- the register workload's calls (ember.client's shapes) -------------
 

@@ -47,6 +47,8 @@ def workers(
             i: meta.MetastoreWorker(c, node_of) for i, c in enumerate(clients)
         }
     else:
+        # RegisterWorker is annotated with EmberClient; EtcdClient has the same
+        # get / put / cas -> Outcome shapes (a Protocol there would drop this ignore).
         workers = {i: RegisterWorker(c, node_of) for i, c in enumerate(clients)}  # type: ignore[arg-type]
     if "metastore" in plan.workload:
         watcher = _client(db, rng)
