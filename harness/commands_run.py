@@ -26,9 +26,9 @@ import msgspec
 
 from harness import plan as plans
 from harness.cli import CliError
-from harness.dbs import DBS, etcd_run
+from harness.dbs.registry import SYSTEMS
 from harness.progress import Progress, RunStatus
-from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, WORKLOADS, RunOutcome, run
+from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, RunOutcome, run
 from harness.store import DEFAULT_ROOT
 from nemesis.generator import FAULT_KINDS, MODES, PHASES
 
@@ -83,13 +83,14 @@ def _host_names(path: Path) -> tuple[str, ...]:
 
 def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     """The plan the flags describe (CliError naming a bad flag)."""
-    if args.db == "etcd" and args.backend == "sim":
-        raise CliError("--backend sim simulates ember only; run etcd on docker or ssh")
-    known = etcd_run.WORKLOADS if args.db == "etcd" else WORKLOADS
-    workload = _names(args.workload, known, "--workload")
-    traffic = [w for w in ("register", "metastore") if w in workload]
+    system = SYSTEMS[args.db]
+    if args.backend == "sim" and not system.supports_sim:
+        sims = " and ".join(n for n, s in SYSTEMS.items() if s.supports_sim)
+        raise CliError(f"--backend sim simulates {sims} only; run {args.db} on docker or ssh")
+    workload = _names(args.workload, system.workloads, "--workload")
+    traffic = [w for w in system.traffic if w in workload]
     if len(traffic) != 1:
-        what = "register or metastore" if args.db == "etcd" else "register"
+        what = " or ".join(system.traffic)
         raise CliError(f"--workload must include exactly one of {what} (the clients' traffic)")
     nemesis = _names(args.nemesis, FAULT_KINDS, "--nemesis")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
@@ -104,8 +105,8 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         options["keys"] = args.keys
     if args.nemesis_phases is not None:
         options["nemesis_phases"] = list(_names(args.nemesis_phases, PHASES, "--nemesis-phases"))
-    elif args.db == "etcd":  # etcd changes membership in one step: no joint phase
-        options["nemesis_phases"] = ["catching-up", "stable"]
+    elif system.default_phases is not None:  # e.g. no joint phase where changes are one step
+        options["nemesis_phases"] = list(system.default_phases)
     if args.failpoint:
         options["failpoints"] = dict(_failpoint(text) for text in args.failpoint)
     settings: dict[str, Any] = {}
@@ -144,9 +145,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--backend", choices=plans.BACKENDS, default="docker")
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=5, help="node count")
     p.add_argument("--hosts", type=Path, help="ssh backend: file naming one host a line")
-    p.add_argument("--db", choices=DBS, default="ember", help="database under test")
+    p.add_argument("--db", choices=tuple(SYSTEMS), default="ember", help="database under test")
+    workloads = "; ".join(f"{n}: {', '.join(s.workloads)}" for n, s in SYSTEMS.items())
     p.add_argument("--workload", default="register,change-peers",
-                   help=f"comma-separated: {', '.join(WORKLOADS)}")  # fmt: skip
+                   help=f"comma-separated ({workloads})")  # fmt: skip
     p.add_argument("--nemesis", default="partition,kill",
                    help=f"comma-separated: {', '.join(FAULT_KINDS)}, or none")  # fmt: skip
     p.add_argument("--nemesis-mode", choices=MODES, default="both",

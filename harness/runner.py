@@ -41,24 +41,22 @@ from harness import plan as plans
 from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
 from harness.control import Control, ControlError
-from harness.db import DBError, EmberDB
-from harness.dbs import etcd_run, image_for
-from harness.dbs.etcd import EtcdDB
-from harness.dbs.etcd_phase import MemberWatcher
+from harness.db import DB, DBError
+from harness.dbs import PhaseSource, System, first_line, register_keys
+from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
-from harness.interpreter import Interpreter, Worker
+from harness.interpreter import Interpreter
 from harness.progress import RunStatus
 from harness.store import RunDir, new_run
 from harness.version import stamp
 from nemesis.generator import DEFAULT_PHASES, NemesisSchedule
-from nemesis.phase import PhaseWatcher
 from nemesis.schedule import NemesisWorker
 from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
-from workloads.register import DEFAULT_KEYS, final_reads, register_ops
+from workloads.register import register_ops
 
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN = 0, 1, 2
 HEALTHY_TIMEOUT_S = 90.0
-WORKLOADS = ("register", "change-peers")
+WORKLOADS = SYSTEMS["ember"].workloads  # the default db's (`faultline run --db ember`)
 
 
 class RunError(RuntimeError):
@@ -98,18 +96,15 @@ class _Parts:
     plan: plans.Plan
     nodes: list[NodeHandle]
     control: Control
-    db: EmberDB | EtcdDB
+    system: System[Any]
+    db: Any  # the system's DB (`System[D]` types its callables against it)
     run: RunDir
     status: RunStatus
     log: Callable[[str], None]
 
 
-def _keys(plan: plans.Plan) -> int:
-    return int(plan.options.get("keys", DEFAULT_KEYS))
-
-
 def _generators(
-    plan: plans.Plan, db: EmberDB | EtcdDB, admin: bool, nemesis: bool
+    plan: plans.Plan, system: System[Any], db: Any, admin: bool, nemesis: bool
 ) -> dict[str, Generator]:
     """The main phase's generator per thread kind, every one seeded from the plan."""
     t = plan.time_limit_s
@@ -118,16 +113,13 @@ def _generators(
             t,
             Stagger(
                 1.0 / plan.rate_hz,
-                register_ops(plan.rng("register"), _keys(plan)),
+                register_ops(plan.rng("register"), register_keys(plan)),
                 plan.rng("register-timing"),
             ),
         )
     }
     if admin:
-        from workloads.change_peers import ChangePeersGen
-
-        names = [n.name for n in db.nodes]
-        change = ChangePeersGen(plan.rng("change-peers"), db.groups(), names, db.bootstrap())
+        change = system.change_generator(plan, db)
         interval = float(plan.options.get("change_interval_s", 3.0))
         gens["admin"] = TimeLimit(t, Stagger(interval, change, plan.rng("change-timing")))
     if nemesis:
@@ -137,41 +129,15 @@ def _generators(
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
         )  # fmt: skip
-    return etcd_run.generators(plan, db, gens) if isinstance(db, EtcdDB) else gens
-
-
-def _workers(
-    p: _Parts, admin: bool, nemesis: bool
-) -> tuple[dict[str, Any], dict[Any, Worker], list[Any]]:
-    from ember.client import EmberClient
-    from workloads.change_peers import ChangePeersWorker
-    from workloads.register import RegisterWorker
-
-    if isinstance(p.db, EtcdDB):
-        nem = NemesisWorker(p.control, p.nodes, p.db) if nemesis else None
-        return etcd_run.workers(p.plan, p.db, p.control, nem)
-    urls = p.db.urls()
-    node_of = {u: n for n, u in urls.items()}
-    url_list = list(urls.values())
-    clients = [EmberClient(url_list, partitions=p.db.partitions) for _ in range(p.plan.concurrency)]
-    kinds: dict[str, Any] = {"client": list(range(p.plan.concurrency))}
-    workers: dict[Any, Worker] = {i: RegisterWorker(c, node_of) for i, c in enumerate(clients)}
-    if admin:
-        admin_client = EmberClient(url_list, partitions=p.db.partitions, timeout_s=30.0)
-        clients.append(admin_client)
-        kinds["admin"] = [p.plan.concurrency]
-        workers[p.plan.concurrency] = ChangePeersWorker(admin_client, node_of)
-    if nemesis:
-        kinds["nemesis"] = ["nemesis"]
-        workers["nemesis"] = NemesisWorker(p.control, p.nodes, p.db)
-    return kinds, workers, clients
+    return system.generators(plan, db, gens)
 
 
 async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     """Steps 4-5 of the module doc; returns notes for the report."""
     admin = "change-peers" in p.plan.workload
     nemesis = bool(p.plan.nemesis)
-    kinds, workers, clients = _workers(p, admin, nemesis)
+    nem = NemesisWorker(p.control, p.nodes, p.db) if nemesis else None
+    kinds, workers, clients = p.system.workers(p.plan, p.db, p.control, nem)
     notes: list[str] = []
 
     def on_event(e: dict[str, Any]) -> None:
@@ -184,21 +150,14 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
             p.status.faults = sorted(nem.active)
 
     interp = Interpreter(kinds, workers, writer, on_event=on_event)
-    watcher: PhaseWatcher | MemberWatcher = (
-        etcd_run.phase_watcher(p.db, lambda obs: interp.observe("phase", obs))
-        if isinstance(p.db, EtcdDB)
-        else PhaseWatcher(
-            p.control,
-            [n.name for n in p.nodes],
-            p.db.audit_path(),
-            lambda obs: interp.observe("phase", obs),
-        )
+    watcher: PhaseSource = p.system.phase_watcher(
+        p.db, p.control, [n.name for n in p.nodes], lambda obs: interp.observe("phase", obs)
     )
     watcher.start()
     p.status.stages = watcher.stages
     try:
         p.status.stage = "running"
-        await interp.run(_generators(p.plan, p.db, admin, nemesis))
+        await interp.run(_generators(p.plan, p.system, p.db, admin, nemesis))
         if nemesis:
             p.status.stage = "healing"
             await interp.run({"nemesis": Once(Op(f="heal-all"))})
@@ -214,8 +173,7 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "quiet"
         await asyncio.sleep(p.plan.quiet_s)
         p.status.stage = "final reads"
-        last = etcd_run.final_reads(p.plan, final_reads(_keys(p.plan)))
-        reads: Generator = Seq([Once(op) for op in last])
+        reads: Generator = Seq([Once(op) for op in p.system.final_reads(p.plan)])
         await interp.run({"client": reads})
     finally:
         watcher.stop()
@@ -224,7 +182,15 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     return notes
 
 
-def _cluster_backend(plan: plans.Plan, log: Callable[[str], None]) -> Backend:
+def _system(plan: plans.Plan) -> System[Any]:
+    """The plan's registry entry (a replayed plan may name a db this tree lacks)."""
+    system = SYSTEMS.get(plan.db)
+    if system is None:
+        raise RunError(f"unknown db {plan.db!r}; expected one of {', '.join(SYSTEMS)}")
+    return system
+
+
+def _cluster_backend(plan: plans.Plan, system: System[Any], log: Callable[[str], None]) -> Backend:
     if plan.backend == "ssh":
         from harness.backends.ssh import SshBackend
 
@@ -235,55 +201,23 @@ def _cluster_backend(plan: plans.Plan, log: Callable[[str], None]) -> Backend:
     from harness.backends.docker import DockerBackend
 
     name = f"run{plan.seed % 100_000}-{os.getpid()}"
-    return DockerBackend(name, size=len(plan.nodes), image=image_for(plan.db, log) or _image(log))
-
-
-def _image(log: Callable[[str], None]) -> str:
-    """The image to run: built (or found cached) from the current source."""
-    import docker.errors
-
-    from harness.backends.docker import DEFAULT_IMAGE
-    from harness.backends.engine import connect_docker
-    from harness.images import ImageBuildError, build_image
-
-    log("building the ember image (cached layers are reused)")
-    try:
-        tag = build_image(log=log).tag
-    except ImageBuildError as exc:
-        raise RunError(f"image build failed: {_describe(exc)}") from exc
-    except docker.errors.NotFound as exc:
-        # Another build from this tree pruned our fresh tag between its build
-        # and its lookup; `latest` then holds that other, newer build.
-        try:
-            connect_docker().images.get(DEFAULT_IMAGE)
-        except docker.errors.DockerException:
-            raise RunError(f"image build failed: {_describe(exc)}") from exc
-        log(f"our image tag was pruned by a concurrent build; using {DEFAULT_IMAGE}")
-        return DEFAULT_IMAGE
-    # Run `latest` rather than the hash tag: a concurrent build from this
-    # tree may prune the hash tag before the containers start; `latest` is
-    # this build or a newer one of the same tree, and is never pruned.
-    log(f"image {tag} (run as {DEFAULT_IMAGE})")
-    return DEFAULT_IMAGE
+    return DockerBackend(name, size=len(plan.nodes), image=system.image(log))
 
 
 def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[str], None],
              leave_running: bool) -> list[str]:  # fmt: skip
-    backend = _cluster_backend(plan, log)
+    system = _system(plan)
+    backend = _cluster_backend(plan, system, log)
     status.stage = "cluster up"
     with managed_cluster(backend, leave_running=leave_running) as (nodes, control):
-        db: EmberDB | EtcdDB = (
-            EtcdDB(nodes, plan.db_settings, plan.seed)
-            if plan.db == "etcd"
-            else EmberDB(nodes, plan.db_settings, plan.seed)
-        )
+        db = system.make_db(nodes, plan.db_settings, plan.seed)
         status.stage = "db start"
         db.install(control)
         db.start(control, [n.name for n in nodes])
         db.wait_healthy([n.name for n in nodes], HEALTHY_TIMEOUT_S)
         log(f"{db.name} healthy on {', '.join(n.name for n in nodes)}")
         notes = _failpoints(plan, db, [n.name for n in nodes], log)
-        p = _Parts(plan, nodes, control, db, run, status, log)
+        p = _Parts(plan, nodes, control, system, db, run, status, log)
         try:
             with HistoryWriter(run.history) as writer:
                 notes += asyncio.run(_drive(p, writer))
@@ -296,7 +230,7 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
 
 
 def _failpoints(
-    plan: plans.Plan, db: EmberDB | EtcdDB, names: list[str], log: Callable[[str], None]
+    plan: plans.Plan, db: DB, names: list[str], log: Callable[[str], None]
 ) -> list[str]:
     """Switch on the plan's `failpoints` option ({name: params}) on every node."""
     notes = []
@@ -371,5 +305,4 @@ def publish(outcome: RunOutcome, store_root: Path, log: Callable[[str], None]) -
     return outcome
 
 
-def _describe(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+_describe = first_line

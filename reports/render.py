@@ -3,8 +3,8 @@
 The page embeds plotly's JS once (no network needed: it opens from disk)
 and the figures' JSON; the linearizability drawing and the anomaly tables
 are plain HTML and inline SVG. Sections, top to bottom: verdicts (each
-checker's, with its error), seed and replay command, plan and ember
-version; operation timeline with fault and membership-change bands;
+checker's, with its error), seed and replay command, plan and the
+system under test with its version; operation timeline with fault and membership-change bands;
 latency and throughput with the same bands; Raft lanes; rebalance lane;
 the linearizability failure; other anomalies. Elements carry ids and
 `data-*` counts so tests (and scripts) can read the page.
@@ -51,6 +51,15 @@ def ember_version(plan: dict[str, Any]) -> str:
         return "unknown"
 
 
+def system_version(plan: dict[str, Any]) -> str:
+    """ "<db> <version>": the system under test, as its registry entry labels it."""
+    from harness.dbs.registry import SYSTEMS
+
+    name = str(plan.get("db") or "ember")  # runs from before `db` existed were ember's
+    system = SYSTEMS.get(name)
+    return system.version(plan) if system is not None else f"{name} (not a known system)"
+
+
 def _json(value: Any) -> str:
     # "</" would end the <script> element early.
     return json.dumps(value, separators=(",", ":"), default=str).replace("</", "<\\/")
@@ -76,7 +85,7 @@ def _plan_summary(plan: dict[str, Any]) -> str:
 
 
 def header_html(data: RunData) -> str:
-    """Verdicts, seed, replay command, plan parameters and ember version."""
+    """Verdicts, seed, replay command, plan parameters and the system's version."""
     results = data.results or {}
     overall = validity_label(results.get("valid")) if results else "unchecked"
     rows = []
@@ -98,7 +107,7 @@ def header_html(data: RunData) -> str:
 <span id="verdict" class="v {overall}" data-valid="{overall}">{overall}</span></h1>
 <p>seed <b id="seed">{_ESC(str(plan.get("seed", results.get("seed", "?"))))}</b> ·
 started {_ESC(data.run.started)} · {len(data.client_ops)} client operations ·
-ember {_ESC(ember_version(plan))}</p>
+<span id="system">{_ESC(system_version(plan))}</span></p>
 <p id="plan-summary">{_ESC(_plan_summary(plan))}</p>
 <p>replay: <code id="replay">faultline replay {_ESC(str(data.run.path))}</code></p></header>
 <section><h2>Verdicts</h2><table id="verdicts">{"".join(rows)}</table>

@@ -1,25 +1,85 @@
-"""The databases faultline can test, by `--db` name.
+"""The databases faultline can test: what a system brings besides its `DB`.
 
 A system is one module implementing `harness.db.DB` (install, start, stop,
 kill, pause, resume, wait_healthy, status, groups, leaders, bootstrap,
-urls, set_failpoint, audit_path, collect) plus, for the runner, an image
-and its client workers: see docs/adding-a-system.md. `DBS` names them
-for `faultline run --db`.
+urls, set_failpoint, audit_path, collect) plus a `System` entry: its image,
+workloads, client workers, generators, phase source and final reads. The
+runner and `faultline run` consult `harness.dbs.registry.SYSTEMS[plan.db]`
+only; a third system is one module and one registry line (see
+docs/adding-a-system.md).
+
+`System` lives here, the entries in `registry`: the system modules import
+workloads that import `harness.dbs.*` back, so this package stays light.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
-DBS = ("ember", "etcd")
+if TYPE_CHECKING:
+    from harness.backends.base import NodeHandle
+    from harness.control import Control
+    from harness.interpreter import Worker
+    from harness.plan import Plan
+    from workloads.generator import Generator, Op
+
+D = TypeVar("D")
+
+# Thread kinds -> thread ids, a worker per thread id, the clients to close.
+Workers = tuple[dict[str, Any], dict[Any, "Worker"], list[Any]]
 
 
-def image_for(name: str, log: Callable[[str], None]) -> str | None:
-    """The docker image a db other than ember runs in (None: the runner's ember image)."""
-    if name == "etcd":
-        from harness.images_etcd import LATEST, build_etcd_image
+class PhaseSource(Protocol):
+    """What feeds the phase-triggered nemesis: started, stopped, latest stage per group."""
 
-        log("building the etcd image (cached layers are reused)")
-        log(f"image {build_etcd_image(log=log)} (run as {LATEST})")
-        return LATEST
-    return None
+    stages: dict[str, str]
+
+    def start(self) -> None:
+        """Begin observing; calls the on_phase callback per observation."""
+
+    def stop(self) -> None:
+        """Stop observing and release threads and channels."""
+
+
+@dataclass(frozen=True, slots=True)
+class System(Generic[D]):
+    """Everything the runner and `faultline run` need that differs per system.
+
+    `D` is the system's `harness.db.DB` implementation, so each entry's
+    callables are type-checked against its own db class.
+    """
+
+    name: str
+    # (nodes, db_settings, seed) -> the DB the runner installs and starts.
+    make_db: Callable[[Sequence[NodeHandle], Mapping[str, Any], int], D]
+    # log -> the docker image tag to run (built or found cached).
+    image: Callable[[Callable[[str], None]], str]
+    workloads: tuple[str, ...]
+    traffic: tuple[str, ...]  # a plan has exactly one of these (the clients' traffic)
+    supports_sim: bool  # `--backend sim` can play it
+    default_phases: tuple[str, ...] | None  # nemesis phases when none are given
+    # (plan, db) -> the membership-change generator of the `change-peers` workload.
+    change_generator: Callable[[Plan, D], Generator]
+    # (plan, db, the runner's generators) -> the generators to run.
+    generators: Callable[[Plan, D, dict[str, Generator]], dict[str, Generator]]
+    # (plan, db, control, nemesis worker or None) -> thread kinds, workers, clients.
+    workers: Callable[[Plan, D, Control, Worker | None], Workers]
+    # (db, control, node names, on_phase) -> the phase source.
+    phase_watcher: Callable[[D, Control, list[str], Callable[[dict[str, Any]], None]], PhaseSource]
+    final_reads: Callable[[Plan], list[Op]]  # one read per key, after healing
+    # The plan (as stored in test.json) -> "<system> <version>" for reports.
+    version: Callable[[Mapping[str, Any]], str]
+
+
+def register_keys(plan: Plan) -> int:
+    """The register workload's key count (`--keys`, else its default)."""
+    from workloads.register import DEFAULT_KEYS
+
+    return int(plan.options.get("keys", DEFAULT_KEYS))
+
+
+def first_line(exc: BaseException) -> str:
+    """An error as one line for the user."""
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__

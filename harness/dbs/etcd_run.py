@@ -1,21 +1,23 @@
-"""What a run against etcd needs beyond the `DB`: generators, workers, phase watcher.
+"""etcd's registry entry: what a run against etcd needs beyond the `DB`.
 
-The runner (`harness.runner`) asks this module instead of building ember's
-clients when the plan's db is etcd. Workloads on etcd: `register` (the
-ember register workload's generator and worker, over `EtcdClient`),
-`metastore` (revisioned get / put / txn plus watch streams, from
-`workloads.etcd_metastore`) and `change-peers` (etcd's member add as
-learner / promote / remove / replace, `workloads.etcd_membership`).
+The runner (`harness.runner`) reaches this module through `SYSTEM`
+(`harness.dbs.registry`): image, generators, workers, phase watcher.
+Workloads on etcd: `register` (the ember register workload's generator
+and worker, over `EtcdClient`), `metastore` (revisioned get / put / txn
+plus watch streams, from `workloads.etcd_metastore`) and `change-peers`
+(etcd's member add as learner / promote / remove / replace,
+`workloads.etcd_membership`).
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from harness import plan as plans
 from harness.control import Control
+from harness.dbs import PhaseSource, System, Workers, register_keys
 from harness.dbs.etcd import EtcdDB
 from harness.dbs.etcd_client import EtcdClient
 from harness.dbs.etcd_phase import MemberWatcher
@@ -24,6 +26,7 @@ from workloads import etcd_metastore as meta
 from workloads.etcd_membership import MembershipGen, MembershipWorker
 from workloads.generator import Generator, Op, Stagger, TimeLimit
 from workloads.register import RegisterWorker
+from workloads.register import final_reads as register_final_reads
 
 WORKLOADS = ("register", "metastore", "change-peers")
 ADMIN_TIMEOUT_S = 15.0
@@ -35,7 +38,7 @@ def _client(db: EtcdDB, rng: random.Random, timeout_s: float = 5.0) -> EtcdClien
 
 def workers(
     plan: plans.Plan, db: EtcdDB, control: Control, nemesis_worker: Worker | None
-) -> tuple[dict[str, Any], dict[Any, Worker], list[Any]]:
+) -> Workers:
     """Thread kinds, a worker per thread and the clients to close (runner's `_workers`)."""
     node_of = {u: n for n, u in db.urls().items()}
     rng = plan.rng("etcd-clients")
@@ -67,7 +70,7 @@ def workers(
 
 
 def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict[str, Generator]:
-    """The runner's generators, with etcd's client, watch and admin ones swapped in."""
+    """The runner's generators, with etcd's metastore client and watch ones swapped in."""
     t = plan.time_limit_s
     out = dict(gens)
     if "metastore" in plan.workload:
@@ -75,21 +78,58 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
         ops = meta.metastore_ops(plan.rng("metastore"), keys)
         out["client"] = TimeLimit(t, Stagger(1.0 / plan.rate_hz, ops, plan.rng("register-timing")))
         out["watch"] = TimeLimit(t, meta.WatchGen())
-    if "change-peers" in plan.workload:
-        names = [n.name for n in db.nodes]
-        change = MembershipGen(plan.rng("change-peers"), names, db.bootstrap())
-        interval = float(plan.options.get("change_interval_s", 3.0))
-        out["admin"] = TimeLimit(t, Stagger(interval, change, plan.rng("change-timing")))
     return out
 
 
-def final_reads(plan: plans.Plan, default: list[Op]) -> list[Op]:
+def change_generator(plan: plans.Plan, db: EtcdDB) -> Generator:
+    """etcd's membership moves: add as learner, promote, remove, replace."""
+    names = [n.name for n in db.nodes]
+    return MembershipGen(plan.rng("change-peers"), names, db.bootstrap())
+
+
+def final_reads(plan: plans.Plan) -> list[Op]:
     """One read per key of the workload's keys."""
     if "metastore" in plan.workload:
         return meta.final_reads(int(plan.options.get("keys", meta.DEFAULT_KEYS)))
-    return default
+    return register_final_reads(register_keys(plan))
 
 
-def phase_watcher(db: EtcdDB, on_phase: Callable[[dict[str, Any]], None]) -> MemberWatcher:
+def phase_watcher(
+    db: EtcdDB, _control: Control, _names: list[str], on_phase: Callable[[dict[str, Any]], None]
+) -> PhaseSource:
     """The member-list poller that feeds the phase-triggered nemesis."""
     return MemberWatcher(db, on_phase)
+
+
+def image(log: Callable[[str], None]) -> str:
+    """The etcd image (Debian's etcd on the shared base and deps layers)."""
+    from harness.images_etcd import LATEST, build_etcd_image
+
+    log("building the etcd image (cached layers are reused)")
+    log(f"image {build_etcd_image(log=log)} (run as {LATEST})")
+    return LATEST
+
+
+def version(_plan: Mapping[str, Any]) -> str:
+    """The etcd the image installs (checked against the .debs at build time)."""
+    from harness.images_etcd import ETCD_VERSION
+
+    return f"etcd {ETCD_VERSION} (Debian package)"
+
+
+SYSTEM: System[EtcdDB] = System(
+    name="etcd",
+    make_db=EtcdDB,
+    image=image,
+    workloads=WORKLOADS,
+    traffic=("register", "metastore"),
+    supports_sim=False,  # the simulator runs ember's Raft only
+    # etcd changes membership in one step: no joint phase.
+    default_phases=("catching-up", "stable"),
+    change_generator=change_generator,
+    generators=generators,
+    workers=workers,
+    phase_watcher=phase_watcher,
+    final_reads=final_reads,
+    version=version,
+)
