@@ -87,7 +87,8 @@ def test_a_sim_run_prints_seed_first_and_report_last_and_replays_exactly(tmp_pat
     assert "<html" in (run_dir / "report.html").read_text()[:2000].lower()
     assert run_dir.name in (store / "index.html").read_text()
     options = json.loads((run_dir / "test.json").read_text())["options"]
-    assert options["ember_version"] and options["git_rev"]
+    assert options["ember_version"]
+    assert options["git_rev"]
     results = json.loads((run_dir / "results.json").read_text())
     assert out.returncode == {True: 0, False: 1}.get(results["valid"], 2)
     assert (run_dir / "nodes" / "n1" / "events.jsonl").stat().st_size > 0
