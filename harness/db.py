@@ -120,7 +120,35 @@ def http_json(
     return doc if isinstance(doc, dict) else None
 
 
-class EmberDB:
+class ProcessDB:
+    """The process half of the DB protocol for a system run as one daemon per
+    node under a pidfile: every fault goes through `nemesis.process` with the
+    subclass's `spec`, so the history records the exact commands."""
+
+    spec: ProcessSpec
+
+    def start(self, control: Control, names: Sequence[str]) -> Fault:
+        """Start the daemon where it is not running (idempotent)."""
+        return process.start(control, names, self.spec)
+
+    def stop(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGTERM and wait."""
+        return process.stop(control, names, self.spec)
+
+    def kill(self, control: Control, names: Sequence[str]) -> Fault:
+        """kill -9; the fault's heal restarts the node."""
+        return process.kill(control, names, self.spec)
+
+    def pause(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGSTOP."""
+        return process.pause(control, names, self.spec)
+
+    def resume(self, control: Control, names: Sequence[str]) -> Fault:
+        """SIGCONT."""
+        return process.resume(control, names, self.spec)
+
+
+class EmberDB(ProcessDB):
     """ember-node on every node: TOML config, pidfile, data dir, audit log."""
 
     name = "ember"
@@ -176,26 +204,6 @@ class EmberDB:
             control.run_many(scripts, timeout_s=60)
         except ControlError as exc:
             raise DBError(f"cannot install ember: {exc}") from exc
-
-    def start(self, control: Control, names: Sequence[str]) -> Fault:
-        """Start ember-node where it is not running (idempotent)."""
-        return process.start(control, names, self.spec)
-
-    def stop(self, control: Control, names: Sequence[str]) -> Fault:
-        """SIGTERM and wait."""
-        return process.stop(control, names, self.spec)
-
-    def kill(self, control: Control, names: Sequence[str]) -> Fault:
-        """kill -9; the fault's heal restarts the node."""
-        return process.kill(control, names, self.spec)
-
-    def pause(self, control: Control, names: Sequence[str]) -> Fault:
-        """SIGSTOP."""
-        return process.pause(control, names, self.spec)
-
-    def resume(self, control: Control, names: Sequence[str]) -> Fault:
-        """SIGCONT."""
-        return process.resume(control, names, self.spec)
 
     def urls(self) -> dict[str, str]:
         """Each node's HTTP API."""

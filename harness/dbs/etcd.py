@@ -33,7 +33,7 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import DBError, http_json
+from harness.db import DBError, ProcessDB, http_json
 from harness.store import RunDir
 from nemesis import process
 from nemesis.fault import Fault
@@ -51,7 +51,7 @@ def _healthy(url: str) -> bool:
     return doc is not None and doc.get("health") == "true"
 
 
-class EtcdDB:
+class EtcdDB(ProcessDB):
     """etcd on every node: env file, pidfile, data dir, zap log."""
 
     name = "etcd"
@@ -163,22 +163,6 @@ class EtcdDB:
     def start(self, control: Control, names: Sequence[str]) -> Fault:
         """Start etcd on those of `names` that are members (idempotent)."""
         return process.start(control, self._members_in(names), self.spec)
-
-    def stop(self, control: Control, names: Sequence[str]) -> Fault:
-        """SIGTERM and wait."""
-        return process.stop(control, names, self.spec)
-
-    def kill(self, control: Control, names: Sequence[str]) -> Fault:
-        """kill -9; the fault's heal restarts the node."""
-        return process.kill(control, names, self.spec)
-
-    def pause(self, control: Control, names: Sequence[str]) -> Fault:
-        """SIGSTOP."""
-        return process.pause(control, names, self.spec)
-
-    def resume(self, control: Control, names: Sequence[str]) -> Fault:
-        """SIGCONT."""
-        return process.resume(control, names, self.spec)
 
     def urls(self) -> dict[str, str]:
         """Each node's client URL (spares included: they refuse connections)."""
