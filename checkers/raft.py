@@ -39,49 +39,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
-
-Conf = tuple[tuple[str, ...], tuple[str, ...] | None]  # (peers, old_peers or None)
-
-
-def _conf(ev: dict[str, Any]) -> Conf:
-    old = ev.get("old_peers")
-    return tuple(sorted(ev.get("peers") or ())), (None if old is None else tuple(sorted(old)))
-
-
-def _describe(conf: Conf) -> str:
-    peers, old = conf
-    return f"stable{list(peers)}" if old is None else f"joint{list(peers)}<-{list(old)}"
-
-
-def transition_error(prev: Conf, new: Conf) -> str | None:
-    """Why prev -> new is not a legal configuration step, or None if it is."""
-    if new == prev:
-        return None
-    (prev_peers, prev_old), (new_peers, new_old) = prev, new
-    if prev_old is None and new_old == prev_peers:
-        return None  # stable(old) -> joint(new, old)
-    if prev_old is not None and new_old is None and new_peers == prev_peers:
-        return None  # joint(new, old) -> stable(new)
-    if prev_old is None and new_old is None:
-        return "joint-skipped"
-    return "bad-config-transition"
-
-
-class _NodeGroup(msgspec.Struct):
-    """What one node knows about one group, as its events replay."""
-
-    role: str = "follower"
-    term: int = 0
-    applied: Conf | None = None  # the configuration in force (ember applies on append)
-    previous: Conf | None = None  # the one before it, where the node may still campaign
-    applied_index: int = 0  # the log index of its entry
-    committed_index: int = 0  # highest config entry (or snapshot) known committed
-    caught_up: set[str] = msgspec.field(default_factory=set)
-    margins: dict[str, int] = msgspec.field(default_factory=dict)
-    must_step_down: dict[str, Any] | None = None
+from checkers.raft_conf import Conf, NodeGroup, conf_of, describe, transition_error
 
 
 class RaftChecker:
@@ -145,8 +104,8 @@ class _Run:
                     self.flag(
                         problem,
                         index,
-                        f"{group} committed {_describe(conf)} at {index} right after "
-                        f"{_describe(prev)}",
+                        f"{group} committed {describe(conf)} at {index} right after "
+                        f"{describe(prev)}",
                         prev_ev,
                         ev,
                     )
@@ -175,12 +134,12 @@ class _Run:
             if (group, index) in self.appended:
                 continue
             earlier = [c for i, c in by_group.get(group, []) if i <= index]
-            if earlier and earlier[-1] != _conf(ev):
+            if earlier and earlier[-1] != conf_of(ev):
                 self.flag(
                     "restored-config-stale",
                     (ev.get("node"), index),
-                    f"{ev.get('node')} restored {_describe(_conf(ev))} in {group} at {index}, "
-                    f"but the configuration committed by then is {_describe(earlier[-1])}",
+                    f"{ev.get('node')} restored {describe(conf_of(ev))} in {group} at {index}, "
+                    f"but the configuration committed by then is {describe(earlier[-1])}",
                     ev,
                 )
 
@@ -201,14 +160,14 @@ class _Run:
                     self.flag(
                         "commit-without-quorum",
                         index,
-                        f"{group} committed {_describe(conf)} at {index}, but only {have} "
+                        f"{group} committed {describe(conf)} at {index}, but only {have} "
                         f"of {list(voters)} ever stored it",
                         ev,
                     )
                     break
 
     def replay(self, node: str, events: list[dict[str, Any]]) -> None:
-        states: dict[str, _NodeGroup] = {}
+        states: dict[str, NodeGroup] = {}
         for ev in events:
             group = ev.get("group")
             if not isinstance(group, str):
@@ -216,7 +175,7 @@ class _Run:
                     for name, st in states.items():
                         _on_started(self, node, name, st, ev)
                 continue
-            st = states.setdefault(group, _NodeGroup())
+            st = states.setdefault(group, NodeGroup())
             kind = str(ev.get("kind"))
             if st.must_step_down is not None and kind not in _SAME_COMMIT:
                 _stayed(self, node, group, st.must_step_down, f"then emitted {kind} as leader")
@@ -229,7 +188,7 @@ class _Run:
                 _stayed(self, node, group, st.must_step_down, "never stepped down")
 
 
-def _on_role(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_role(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     st.role = str(ev.get("role"))
     st.term = int(ev.get("term") or st.term)
     if st.role != "leader":
@@ -256,12 +215,12 @@ def _on_role(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any
             run.flag(
                 "leader-not-voter",
                 (node, st.term),
-                f"{node} became leader of {group} in term {st.term} outside {_describe(conf)}",
+                f"{node} became leader of {group} in term {st.term} outside {describe(conf)}",
                 ev,
             )
 
 
-def _on_step_down(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_step_down(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     if st.must_step_down is not None and ev.get("reason") != "removed":
         _stayed(run, node, group, st.must_step_down, f"stepped down only for {ev.get('reason')}")
     st.role = "follower"
@@ -272,12 +231,12 @@ def _stayed(run: _Run, node: str, group: str, ev: dict[str, Any], why: str) -> N
     run.flag(
         "removed-leader-stayed",
         (node, ev.get("index")),
-        f"{node} committed {_describe(_conf(ev))} in {group} without itself and {why}",
+        f"{node} committed {describe(conf_of(ev))} in {group} without itself and {why}",
         ev,
     )
 
 
-def _on_leader(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_leader(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     # A node that names another leader is not the leader, whatever its last
     # role event said: a restarted node starts as a follower silently.
     if ev.get("leader") != node:
@@ -285,7 +244,7 @@ def _on_leader(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, A
         st.must_step_down = None
 
 
-def _on_started(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_started(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     st.role = "follower"
     st.must_step_down = None
 
@@ -294,24 +253,24 @@ def _voters(conf: Conf) -> set[str]:
     return set(conf[0]) | set(conf[1] or ())
 
 
-def _on_applied_conf(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_applied_conf(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     run.applied.append(ev)
-    if _conf(ev) != st.applied:
+    if conf_of(ev) != st.applied:
         st.previous = st.applied
-    st.applied = _conf(ev)
+    st.applied = conf_of(ev)
     st.applied_index = int(ev.get("index") or 0)
 
 
-def _on_change_stage(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_change_stage(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     if ev.get("stage") in ("catching-up", "none"):
         st.caught_up = set()
     if ev.get("stage") == "catching-up" and st.applied is None and ev.get("old_peers"):
         # A node reports no config-applied for its bootstrap configuration;
         # a change starting from it names it as the old peers.
-        st.applied = _conf({"peers": ev["old_peers"]})
+        st.applied = conf_of({"peers": ev["old_peers"]})
 
 
-def _on_catchup_done(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_catchup_done(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     peer = str(ev.get("peer"))
     margin = st.margins.get(peer)
     lag = int(ev.get("leader_last") or 0) - int(ev.get("match") or 0)
@@ -326,16 +285,16 @@ def _on_catchup_done(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[
     st.caught_up.add(peer)
 
 
-def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_appended(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     run.appended.add((group, int(ev["index"])))
-    run.stored.setdefault((group, int(ev["index"])), {}).setdefault(_conf(ev), set()).add(node)
+    run.stored.setdefault((group, int(ev["index"])), {}).setdefault(conf_of(ev), set()).add(node)
     # Only a leader's appends are judged here: a follower's log may still hold
     # entries a new leader is about to overwrite, and a truncation shows only
     # in the config-applied that follows. Followers are covered by the check
     # of the committed sequence, which nothing can overwrite.
     if st.role != "leader":
         return
-    index, conf, prev = int(ev["index"]), _conf(ev), st.applied
+    index, conf, prev = int(ev["index"]), conf_of(ev), st.applied
     if prev is not None:
         run.checked["transition"] += 1
         problem = transition_error(prev, conf)
@@ -343,7 +302,7 @@ def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str,
             run.flag(
                 problem,
                 index,
-                f"{node} went from {_describe(prev)} to {_describe(conf)} in {group} at {index}",
+                f"{node} went from {describe(prev)} to {describe(conf)} in {group} at {index}",
                 ev,
             )
     if st.applied_index > st.committed_index:
@@ -362,20 +321,20 @@ def _on_appended(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str,
             run.flag(
                 "joint-before-catchup",
                 index,
-                f"{node} appended {_describe(conf)} in {group} before {lagging} caught up",
+                f"{node} appended {describe(conf)} in {group} before {lagging} caught up",
                 ev,
             )
 
 
-def _on_committed(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
-    index, conf = int(ev["index"]), _conf(ev)
+def _on_committed(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+    index, conf = int(ev["index"]), conf_of(ev)
     st.committed_index = max(st.committed_index, index)
     first = run.committed.setdefault((group, index), (conf, ev))
     if first[0] != conf:
         run.flag(
             "conflicting-committed-config",
             index,
-            f"{group} index {index} committed as {_describe(first[0])} and {_describe(conf)}",
+            f"{group} index {index} committed as {describe(first[0])} and {describe(conf)}",
             first[1],
             ev,
         )
@@ -383,7 +342,7 @@ def _on_committed(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str
         st.must_step_down = ev
 
 
-def _on_snapshot(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_snapshot(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     # A snapshot holds only committed state; its configuration arrives as the
     # config-applied the core emits with it.
     st.committed_index = max(st.committed_index, int(ev.get("index") or 0))
@@ -391,7 +350,7 @@ def _on_snapshot(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str,
     snaps[node] = max(snaps.get(node, 0), int(ev.get("index") or 0))
 
 
-def _on_catchup_start(run: _Run, node: str, group: str, st: _NodeGroup, ev: dict[str, Any]) -> None:
+def _on_catchup_start(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     peer = str(ev.get("peer"))
     st.caught_up.discard(peer)
     if isinstance(ev.get("margin"), int):
