@@ -21,6 +21,13 @@ batched across groups so a node pays ONE fsync per round for all of them:
    and `advance`;
 5. compact logs that grew past `compact_every`.
 
+A replica can be stopped and started again (`stop_group` / `start_group`,
+driven by the assignments in ember.rebalance.replicas): a stopped group is
+neither ticked nor stepped, its messages are dropped, calls on it raise
+NotLeader (nothing was proposed, so the client may retry elsewhere) and
+/admin/status no longer lists it. Its store stays as it is; starting it
+again resumes it like a node back from a pause, and Raft catches it up.
+
 While a round is in flight nothing touches a RawNode: messages, ticks and
 calls wait in the inbox, as the simulator's busy node keeps a backlog. A
 client is acknowledged only after its entry is committed AND applied, so a
@@ -54,7 +61,8 @@ from ember.raft import (
     Ready,
 )
 from ember.runtime.config import NodeConfig
-from ember.runtime.group import Group, StateMachine
+from ember.runtime.events import config_event, replica_event
+from ember.runtime.group import Group, OutcomeUnknown, StateMachine
 from ember.storage import NodeStorage
 
 log = logging.getLogger(__name__)
@@ -88,6 +96,8 @@ class NodeRuntime:
         self.failpoints = Failpoints(random.Random(rng.getrandbits(64)), self._on_failpoint)
         self.store = NodeStorage(cfg.data_dir / "wal")
         self.groups: dict[GroupId, Group] = {}
+        # Replicas stopped by the assignments: kept (with their store) to be resumed.
+        self.stopped: dict[GroupId, Group] = {}
         for group_id, machine in machines.items():
             voters = (bootstraps or {}).get(group_id, cfg.bootstrap)
             boot = ConfState(peers=tuple(sorted(voters)))
@@ -121,6 +131,7 @@ class NodeRuntime:
         self.syncs = 0
         self.sync_s = 0.0  # time spent awaiting durable commits (status, benchmarks)
         self.dropped_unknown_group = 0
+        self.dropped_stopped = 0
         # Called with (group, event) for every Raft audit event (rebalance listeners).
         self.event_listeners: list[Callable[[GroupId, dict[str, Any]], None]] = []
 
@@ -133,7 +144,7 @@ class NodeRuntime:
             # The configuration this node starts with (docs/events.md).
             st = group.raw.status()
             if st.conf.peers:
-                event = _config_event(st.conf, st.token, group.raw.conf_index, st.term)
+                event = config_event(st.conf, st.token, group.raw.conf_index, st.term)
                 self.audit.record(event, group.id)
         await self.transport.start()
         self._tasks.append(asyncio.create_task(self._run(), name="node-loop"))
@@ -167,7 +178,10 @@ class NodeRuntime:
 
     def _on_message(self, msg: Message) -> None:
         if msg.group not in self.groups:
-            self.dropped_unknown_group += 1
+            if msg.group in self.stopped:
+                self.dropped_stopped += 1
+            else:
+                self.dropped_unknown_group += 1
             return
         if isinstance(msg, InstallSnapshot) and self.failpoints.any_enabled:
             fp = self.failpoints.hit("snapshot.install.slow", peer=msg.src)
@@ -183,10 +197,10 @@ class NodeRuntime:
     async def call(self, group_id: GroupId, fn: Callable[[Group], T]) -> T:
         """Run `fn(group)` in the loop between rounds and return its result.
 
-        KeyError if the group is unknown; whatever `fn` raises is raised here.
+        KeyError if the group is unknown, NotLeader if its replica is stopped;
+        whatever `fn` raises is raised here.
         """
-        if group_id not in self.groups:
-            raise KeyError(group_id)
+        self._hosted(group_id)
         if self._stopping:
             raise NodeStopping("node stopping")
         fut: asyncio.Future[T] = asyncio.get_running_loop().create_future()
@@ -229,6 +243,51 @@ class NodeRuntime:
 
         return await self.call(group_id, do)
 
+    def _hosted(self, group_id: GroupId) -> Group:
+        group = self.groups.get(group_id)
+        if group is not None:
+            return group
+        stopped = self.stopped.get(group_id)
+        if stopped is None:
+            raise KeyError(group_id)
+        # Its last known leader is only a hint: a redirect that goes stale
+        # ends at a node that knows better, or at a 503 (certainly not applied).
+        leader = stopped.raw.leader if stopped.raw.leader != self.id else None
+        raise NotLeader(f"the replica of {group_id} on {self.id} is stopped", leader)
+
+    def stop_group(self, group_id: GroupId, reason: str = "") -> bool:
+        """Stop hosting the group's replica (its store stays); False if not running.
+
+        Safe at any await point: the loop's steps between awaits never see a
+        half-moved group, and a round in flight finishes this group's Ready
+        (persisting it) with the references it already holds.
+        """
+        group = self.groups.pop(group_id, None)
+        if group is None:
+            return False
+        self.stopped[group_id] = group
+        # Nobody will apply these here any more; they may still commit elsewhere.
+        for _, fut in group.waiters.values():
+            if not fut.done():
+                fut.set_exception(OutcomeUnknown(f"the replica of {group_id} was stopped"))
+        group.waiters.clear()
+        for ticket in group.tickets.values():
+            if not ticket.done():
+                ticket.set_exception(OutcomeUnknown(f"the replica of {group_id} was stopped"))
+        group.tickets.clear()
+        self.audit.record(replica_event("replica-stopped", group, reason), group_id)
+        return True
+
+    def start_group(self, group_id: GroupId, reason: str = "") -> bool:
+        """Host a stopped replica again; False if it was not stopped."""
+        group = self.stopped.pop(group_id, None)
+        if group is None:
+            return False
+        self.groups[group_id] = group
+        self.audit.record(replica_event("replica-started", group, reason), group_id)
+        self._wake.set()
+        return True
+
     def leader_of(self, group_id: GroupId) -> str | None:
         """The leader this node knows for the group (read without the loop)."""
         return self.groups[group_id].raw.leader
@@ -267,11 +326,15 @@ class NodeRuntime:
                 if fut.done():
                     continue  # the caller gave up (timeout): do not run it now
                 try:
-                    fut.set_result(fn(self.groups[group_id]))
+                    fut.set_result(fn(self._hosted(group_id)))
                 except Exception as exc:  # handed to the caller
                     fut.set_exception(exc)
             else:
-                self.groups[item.group].raw.step(item)
+                target = self.groups.get(item.group)
+                if target is None:
+                    self.dropped_stopped += 1  # stopped after the message was queued
+                    continue
+                target.raw.step(item)
 
     async def _round(self, readies: list[tuple[Group, Ready]]) -> None:
         self._maybe_crash("before-persist")
@@ -338,6 +401,7 @@ class NodeRuntime:
         return {
             "node": self.id,
             "groups": {gid: g.status() for gid, g in self.groups.items()},
+            "stopped": sorted(self.stopped),
             "rounds": self.rounds,
             "storage": {
                 "commits": stats.commits,
@@ -347,19 +411,6 @@ class NodeRuntime:
             },
             "failpoints": sorted(n for n, v in self.failpoints.list().items() if v["enabled"]),
         }
-
-
-def _config_event(conf: ConfState, token: int, index: int, term: int) -> dict[str, Any]:
-    return {
-        "kind": "config-applied",
-        "term": term,
-        "index": index,
-        "stage": "joint" if conf.is_joint else "stable",
-        "peers": sorted(conf.peers),
-        "old_peers": sorted(conf.old_peers) if conf.old_peers is not None else None,
-        "learners": sorted(conf.learners),
-        "token": token,
-    }
 
 
 __all__ = ["NodeRuntime", "NodeStopping", "NotLeader", "partition_group"]
