@@ -5,11 +5,23 @@ Theory of operation
 Every node runs a `PlacementDriver` loop; the one holding the metastore key
 `placement.driver` ({holder, expires}) acts, the others only try to take an
 expired lease (an invoke guarded on the key's mod revision, so two cannot
-both win). Each tick the active driver:
+both win).
+
+The active driver watches the `zone.` prefix (a metastore watch from the
+revision of its first read after becoming active; after a disconnect it
+resumes from the last revision it saw, on any metastore node; a compacted
+revision makes it start again from the next tick's fresh read). Every watch
+event runs a tick at once, so a zone alter, a data-node write, a trigger's
+pending or a cancel is acted on without waiting for a timer. A slow
+periodic tick (`tick_s`) remains for what no key announces: renewing the
+leases, probing the nodes for the data nodes, and resending requests.
+
+Each tick the active driver:
 
 1. reads the zone's keys directly from the metastore (a linearizable range,
    never a cache): so right after a failover it sees the pending / cancel
-   keys as they are and resends their requests;
+   keys as they are and resends their requests, and a watch event that a
+   lagging replica delivered late can never make it act on old keys;
 2. stops there while the zone does not exist (it is created over the admin API);
 3. probes the nodes, applies the zone's scale-up / scale-down delays and
    writes `data_nodes` when they change;
@@ -22,17 +34,25 @@ both win). Each tick the active driver:
 6. sends CancelRebalance if `cancel` is set (cancel wins), else Rebalance if
    `pending` is set, to the primary, stamped with the current revision;
    repeats are harmless (requests are idempotent) and resent periodically.
+
+Measured (bench/rebalance_latency.py, 5 local nodes, 20 ms Raft ticks, zone
+alter to the first Rebalance request sent): polling every 0.5 s, median
+889 ms (min 728, max 1041, 6 rounds): the alter waited for a tick, and the
+trigger's pending for the next one. Watching (periodic tick 1 s): median
+39 ms (min 36, max 54, 6 rounds).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from typing import Any
 
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
+from ember.placement.watch import ZoneWatch
 from ember.rebalance.invokes import trigger_invoke
 from ember.rebalance.keys import config_key, data_nodes_key, key
 from ember.rebalance.listener import ZONE, lease_key
@@ -50,7 +70,7 @@ class PlacementDriver:
 
     def __init__(
         self, runtime: NodeRuntime, meta: MetaClient, peers: Peers, *, lease_s: float = 3.0,
-        tick_s: float = 0.5,
+        tick_s: float = 1.0,
     ) -> None:  # fmt: skip
         self.runtime = runtime
         self.meta = meta
@@ -66,21 +86,30 @@ class PlacementDriver:
         self.leases: dict[int, dict[str, Any]] = {}
         self.step = "idle"  # the tick's current step, for the log
         self.ticks = 0
+        self._kick = asyncio.Event()
+        self.watch = ZoneWatch(meta, self._kick)
 
     async def run(self) -> None:
-        """Tick until cancelled."""
-        while True:
-            try:
-                # A tick waits only on bounded calls; this bound is a safety net
-                # so one wedged step can never stop the driver for good.
-                await asyncio.wait_for(self.tick(), TICK_LIMIT_S)
-            except TimeoutError:
-                log.warning("placement driver tick took over %ss at %s", TICK_LIMIT_S, self.step)
-            except (MetaUnavailable, MetaRefused) as err:
-                log.info("placement driver: metastore: %s", err)
-            except Exception:
-                log.exception("placement driver tick failed")
-            await asyncio.sleep(self.tick_s)
+        """Tick until cancelled: on every watch event, else every `tick_s`."""
+        try:
+            while True:
+                try:
+                    # A tick waits only on bounded calls; this bound is a safety net
+                    # so one wedged step can never stop the driver for good.
+                    await asyncio.wait_for(self.tick(), TICK_LIMIT_S)
+                except TimeoutError:
+                    log.warning("placement driver tick took over %ss at %s", TICK_LIMIT_S,
+                                self.step)  # fmt: skip
+                except (MetaUnavailable, MetaRefused) as err:
+                    log.info("placement driver: metastore: %s", err)
+                except Exception:
+                    log.exception("placement driver tick failed")
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._kick.wait(), self.tick_s)
+                # Cleared before the tick reads: an event during it wakes the next.
+                self._kick.clear()
+        finally:
+            await self.watch.stop()
 
     def _audit(self, event: dict[str, Any], partition: int | None = None) -> None:
         group = f"part-{partition}" if partition is not None else None
@@ -118,6 +147,7 @@ class PlacementDriver:
         if not await self._hold_lease(now):
             if self.active:
                 self._audit({"kind": "placement-driver", "active": False})
+                await self.watch.stop()
             self.active = False
             return
         if not self.active:
@@ -129,6 +159,7 @@ class PlacementDriver:
         self.step = "read"
         snap = await self.meta.range("zone.")
         self._seen(snap["revision"])
+        self.watch.ensure(snap["revision"])
         kv = {item["key"]: item for item in snap["kvs"]}
         zone = self._zone(kv)
         if zone is None:
@@ -284,7 +315,7 @@ class PlacementDriver:
     def status(self) -> dict[str, Any]:
         """What /admin/placement shows of this node's driver."""
         return {"node": self.runtime.id, "active": self.active, "revision": self.revision,
-                "step": self.step, "ticks": self.ticks,
+                "step": self.step, "ticks": self.ticks, "watched": self.watch.events,
                 "leases": {str(p): v for p, v in sorted(self.leases.items())}}  # fmt: skip
 
 
