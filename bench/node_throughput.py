@@ -10,7 +10,8 @@ for each mode runs a put phase and a get phase of `--seconds` each with
 each with its own HTTP session), and prints acknowledged operations per
 second with p50/p99 latency, and the CPU the three nodes spent per
 acknowledged operation (from /proc: comparable even on a busy machine,
-where ops/s are not). Modes:
+where ops/s are not), and the CPU this client process spent per operation
+(it shares the machine's cores with the nodes, so it caps ops/s too). Modes:
 
 - `fsync`: the default node: every batch (one round of the node loop, all
   groups together) is fdatasync'd before anything is acknowledged.
@@ -93,11 +94,12 @@ def _run_mode(
         for op in ("put", "get"):
             console.print(f"[dim]{mode}: {op} phase, {args.seconds:.0f}s...[/dim]")
             pids = [p.pid for p in cluster.procs.values()]
-            cpu_before = _cpu_s(pids)
+            cpu_before, client_before = _cpu_s(pids), time.process_time()
             ok, fail, unknown, lat = asyncio.run(
                 _phase(cluster.urls(), op, args.seconds, args.clients, args.partitions)
             )
             cpu_ms_per_op = (_cpu_s(pids) - cpu_before) * 1000 / max(ok, 1)
+            client_ms_per_op = (time.process_time() - client_before) * 1000 / max(ok, 1)
             lat_ms = sorted(x * 1000 for x in lat) or [float("nan")]
             p99 = lat_ms[min(len(lat_ms) - 1, int(len(lat_ms) * 0.99))]
             rows.append(
@@ -109,6 +111,7 @@ def _run_mode(
                     f"{p99:.1f}",
                     f"{fail}/{unknown}",
                     f"{cpu_ms_per_op:.2f}",
+                    f"{client_ms_per_op:.2f}",
                 )
             )
         for n in cluster.names:
@@ -144,7 +147,16 @@ def main() -> int:
     console = Console()
     root = Path(tempfile.mkdtemp(prefix="ember-bench-"))
     table = Table(title=f"ember 3-node loopback, {args.clients} clients, {args.partitions} parts")
-    cols = ("mode", "op", "acked ops/s", "p50 ms", "p99 ms", "fail/unknown", "node CPU ms/op")
+    cols = (
+        "mode",
+        "op",
+        "acked ops/s",
+        "p50 ms",
+        "p99 ms",
+        "fail/unknown",
+        "node CPU ms/op",
+        "client CPU ms/op",
+    )
     for col in cols:
         table.add_column(col, justify="right")
     try:

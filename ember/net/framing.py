@@ -66,6 +66,50 @@ async def read_body(reader: asyncio.StreamReader, max_frame_bytes: int) -> bytes
     return await reader.readexactly(length)
 
 
+class FrameSplitter:
+    """Splits a byte stream into frame bodies, many per read.
+
+    The read loop hands it whatever one `read()` returned and gets back
+    every complete frame in it: one await per socket read instead of two
+    per frame, which under load is most of a message's receive cost.
+    """
+
+    __slots__ = ("_buf", "_max")
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        self._buf = bytearray()
+        self._max = max_frame_bytes
+
+    @property
+    def pending(self) -> int:
+        """Bytes held of a frame not yet complete (0 between frames)."""
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Add `data`; return the bodies of the frames it completed.
+
+        Raises FrameError for a length above the limit (checked as soon as
+        the length arrives, before its body is buffered).
+        """
+        buf = self._buf
+        buf += data
+        bodies: list[bytes] = []
+        pos = 0
+        size = _LENGTH.size
+        end = len(buf)
+        while end - pos >= size:
+            (length,) = _LENGTH.unpack_from(buf, pos)
+            if length > self._max:
+                raise FrameError(f"frame of {length} bytes exceeds the limit of {self._max}")
+            if end - pos - size < length:
+                break
+            bodies.append(bytes(buf[pos + size : pos + size + length]))
+            pos += size + length
+        if pos:
+            del buf[:pos]
+        return bodies
+
+
 def decode_message(body: bytes) -> Message:
     """Decode a message frame body; FrameError if it is not a valid Message."""
     try:

@@ -45,6 +45,7 @@ from ember.net.framing import (
     MAX_HELLO_BYTES,
     PROTOCOL_VERSION,
     FrameError,
+    FrameSplitter,
     Hello,
     decode_hello,
     decode_message,
@@ -59,6 +60,8 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 # Frames written to the socket per write call, at most (bytes).
 _WRITE_CHUNK_BYTES = 1 << 20
+# Bytes asked of the socket per read; every whole frame in them is handled at once.
+_READ_CHUNK_BYTES = 1 << 18
 
 
 @dataclass(slots=True)
@@ -220,18 +223,24 @@ class Transport:
     # -- receiving ----------------------------------------------------------
 
     async def _read_loop(self, peer: _Peer, reader: asyncio.StreamReader) -> None:
+        splitter = FrameSplitter(self.config.max_frame_bytes)
         while True:
-            body = await read_body(reader, self.config.max_frame_bytes)
-            if body is None:
+            data = await reader.read(_READ_CHUNK_BYTES)
+            if not data:
+                if splitter.pending:
+                    raise asyncio.IncompleteReadError(b"", None)
                 return
-            msg = decode_message(body)
-            if msg.src != peer.id or msg.dst != self.node_id:
-                raise FrameError(f"message from {msg.src} to {msg.dst} on the link from {peer.id}")
-            peer.stats.received += 1
-            try:
-                self.on_message(msg)
-            except Exception:
-                log.exception("%s: on_message failed for %s", self.node_id, type(msg).__name__)
+            for body in splitter.feed(data):
+                msg = decode_message(body)
+                if msg.src != peer.id or msg.dst != self.node_id:
+                    raise FrameError(
+                        f"message from {msg.src} to {msg.dst} on the link from {peer.id}"
+                    )
+                peer.stats.received += 1
+                try:
+                    self.on_message(msg)
+                except Exception:
+                    log.exception("%s: on_message failed for %s", self.node_id, type(msg).__name__)
 
     # -- connections --------------------------------------------------------
 
