@@ -6,6 +6,7 @@
     GET  /admin/assignments         -> every assignment key with value and revisions
     POST /admin/cancel-rebalance    {partition, pending_revision?} -> {succeeded, revision}
     GET  /admin/placement           -> the driver lease, primary leases, this node's roles
+                                       (its driver, primaries, jobs and stopped replicas)
     /meta/...                       see ember.metastore.service
     POST /internal/...              node-to-node rebalance messages (not for clients)
 
@@ -33,6 +34,7 @@ from ember.rebalance.agent import PrimaryAgent
 from ember.rebalance.invokes import cancel_invoke
 from ember.rebalance.keys import assignment_writes, config_key, data_nodes_key, key, parse
 from ember.rebalance.listener import ZONE, GroupListener, cancel_group
+from ember.rebalance.replicas import ReplicaManager
 from ember.runtime import NodeRuntime
 from ember.zones import Zone, ZoneError
 
@@ -49,7 +51,8 @@ class ControlPlane:
         self.driver = PlacementDriver(runtime, self.meta, self.peers)
         self.agent = PrimaryAgent(runtime, self.meta, self.peers)
         self.listener = GroupListener(runtime, self.meta, self.peers)
-        self._task: asyncio.Task[None] | None = None
+        self.replicas = ReplicaManager(runtime, self.meta, self.peers, self.agent)
+        self._tasks: list[asyncio.Task[None]] = []
         # A restarted replica re-applies its log from its last snapshot; reporting
         # those writes again would make its reports go back, so it remembers the
         # last revision it reported (a plain write survives a process kill).
@@ -84,15 +87,16 @@ class ControlPlane:
         ])  # fmt: skip
 
     async def start(self) -> None:
-        """Start the placement driver loop."""
-        self._task = asyncio.get_running_loop().create_task(self.driver.run())
+        """Start the placement driver loop and the replica lifecycle (step 5)."""
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self.driver.run()), loop.create_task(self.replicas.run())]
 
     async def stop(self) -> None:
         """Stop the loop and every job; close HTTP sessions."""
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+                await task
         for name in list(self.agent.jobs):
             zone, part = name.split("/")
             await self.agent.revoke(zone, int(part))
@@ -186,6 +190,7 @@ class ControlPlane:
             "revision": leases["revision"],
             "this_node": {**self.driver.status(), "primary_of": sorted(self.agent.leases),
                           "last_seen": self.agent.last_seen,
+                          "replicas": self.replicas.status(),
                           "jobs": {k: {"kind": j.kind, "state": j.state, "new": j.new}
                                    for k, j in self.agent.jobs.items()}},
         })  # fmt: skip
