@@ -2,15 +2,20 @@
 
 RaftConfig and PersistedState go in, Ready and Status come out, and a
 ChangeTicket tracks one change_peers request until its ChangeResult.
+`change_target(node)` names the configuration a change in progress is
+heading to (Status gives only its stage).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
 from .messages import ConfState, Entry, GroupId, HardState, Message, NodeId, Snapshot
+
+if TYPE_CHECKING:
+    from .node import RawNode
 
 Role = Literal["follower", "candidate", "leader"]
 
@@ -119,3 +124,16 @@ class Status(msgspec.Struct, kw_only=True):
     stage: str  # "none" / "catching-up" / "joint" / "stable"
     token: int  # of the configuration in force
     progress: dict[NodeId, int]  # leader only: {peer: match_index}
+
+
+def change_target(node: RawNode) -> ConfState | None:
+    """The target configuration of the membership change `node` is driving.
+
+    None when no change is in progress (Status.stage "none"), which includes
+    every non-leader: only a leader drives a change. Read-only; it lets a
+    driver tell which change a stage belongs to (e.g. a rebalance cancel
+    checks the change in flight is the one it names) without the core's
+    internals.
+    """
+    ctx = node._ctx  # inside the core package: drivers outside it call this instead
+    return ctx.target if ctx is not None else None

@@ -22,6 +22,7 @@ from typing import Any
 
 from ember.metastore.client import MetaClient, MetaUnavailable
 from ember.placement.peers import Peers
+from ember.raft.facade import change_target
 from ember.rebalance.cancel import Outcome, cancel_outcome
 from ember.runtime import Group, NodeRuntime
 
@@ -105,9 +106,8 @@ async def cancel_group(runtime: NodeRuntime, body: dict[str, Any]) -> dict[str, 
         if raw.leader != runtime.id:
             return {"outcome": "not-leader", "leader": raw.leader}
         st = raw.status()
-        # The change context's target is not in Status; the core keeps it here.
-        ctx = getattr(raw, "_ctx", None)
-        target = sorted(ctx.target.peers) if ctx is not None else None
+        conf = change_target(raw)
+        target = sorted(conf.peers) if conf is not None else None
         outcome: Outcome = cancel_outcome(st.stage, target, list(st.conf.peers), old, new)
         if outcome in ("noop", "cancelled", "cannot-cancel", "mismatch") and st.stage == "none":
             return {"outcome": outcome, "peers": list(st.conf.peers)}
