@@ -2,19 +2,25 @@
 
 The simulator (`ember.sim`, through its public `Simulation` API) runs the
 same Raft core on a virtual network and clock, with its own seeded
-workload and nemesis. It records no client history yet: what it produces,
-and what this writes into the store, is
+workload and nemesis. What it produces, and what this writes into the
+store, is
 
 - nodes/<n>/events.jsonl: every node's audit events (the same format as
   the daemon's), which the raft checker judges;
-- history.jsonl: the membership changes it requested (f change-peers, from
-  submission to outcome) and the faults it played (invoke at the fault's
-  start, its heal at the end of its duration), on the virtual clock;
-- results.json: the raft checker plus `sim`, the simulator's own invariant
-  and liveness verdict (convergence after the heal, with its replay command).
+- history.jsonl, on the virtual clock: the simulated clients' puts and
+  reads through the log when the plan's workloads include `register`
+  (ember.sim.clients: the `kv` model, one key of eight per op; the read
+  fraction is the plan option `sim_reads`, default 0.3; `sim_local_reads`
+  plants stale reads off a believed leader's state), the membership
+  changes it requested (f change-peers, from submission to outcome) and the
+  faults it played (invoke at the fault's start, its heal at the end of its
+  duration);
+- results.json: the raft and linearizability checkers plus `sim`, the
+  simulator's own invariant and liveness verdict (convergence after the
+  heal, with its replay command).
 
-Linearizability and the traffic guard are not run: there are no client
-operations to judge, and results.json says so in `reasons`.
+The stats checker's traffic guards are not run: the simulated clients are
+not the harness's workers (no rate or concurrency to judge them by).
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import msgspec
 
 from checkers.api import Anomaly, CheckerResult, merge_validity
 from checkers.compose import Result, check, load_run, write_results
+from ember.sim.clients import history_rows
 from ember.sim.runner import SimConfig
 from ember.sim.simulation import Simulation
 from harness.history_writer import HistoryWriter
@@ -38,7 +45,9 @@ SIM_FAULTS = {
     "slow": ("lossy", "reorder"),
 }
 # Convergence after the heal is the simulator's own liveness check (`sim`).
-SIM_CHECKERS = ("raft",)
+SIM_CHECKERS = ("raft", "linearizable")
+DEFAULT_READS = 0.3
+CLIENT_PROCESS_BASE = 1_000_000  # client processes after the changes' (one per change)
 
 
 def sim_config(plan: Plan) -> SimConfig:
@@ -51,10 +60,16 @@ def sim_config(plan: Plan) -> SimConfig:
         heal_seconds=max(plan.quiet_s, 20.0),
         faults=faults,
         change_ms=float(plan.options.get("change_interval_s", 0.3)) * 1000,
+        reads=float(plan.options.get("sim_reads", DEFAULT_READS)) if _clients(plan) else 0.0,
+        local_reads=bool(plan.options.get("sim_local_reads", False)),
     )
 
 
-def _history(sim: Simulation, run: RunDir) -> None:
+def _clients(plan: Plan) -> bool:
+    return "register" in plan.workload
+
+
+def _history(sim: Simulation, run: RunDir, clients: bool) -> None:
     rows: list[tuple[int, int, dict[str, object]]] = []
     end = sim.clock.now_ns
     for seq, ch in enumerate(sim.workload.changes):
@@ -80,6 +95,10 @@ def _history(sim: Simulation, run: RunDir) -> None:
                 event: dict[str, object] = {"process": "nemesis", "f": f, "type": type_}
                 event["value"] = value
                 rows.append((at, offset + 4 * seq + 2 * i + j, event))
+    offset = 1 + max((r[1] for r in rows), default=0)
+    if clients:
+        ops = history_rows(sim.workload.ops, CLIENT_PROCESS_BASE)
+        rows += [(at, offset + i, fields) for i, (at, fields) in enumerate(ops)]
     # Changes by one process never overlap in the sim (one in flight at a time).
     rows.sort(key=lambda r: (r[0], r[1]))
     with HistoryWriter(run.history) as writer:
@@ -93,7 +112,7 @@ def run_sim(plan: Plan, run: RunDir, status: RunStatus) -> Result:
     sim = Simulation(sim_config(plan))
     outcome = sim.run()
     sim.write_events(run.nodes)
-    _history(sim, run)
+    _history(sim, run, _clients(plan))
     status.stage = "checking"
     plan_doc, history, audit, _ = load_run(run.path)
     result = check(plan_doc, history, {"checkers": list(SIM_CHECKERS)}, audit=audit)
@@ -113,6 +132,7 @@ def run_sim(plan: Plan, run: RunDir, status: RunStatus) -> Result:
         },
     )
     result.valid = merge_validity(r.valid for r in result.checkers.values())
-    result.reasons.append("sim: no client history yet; linearizable and stats not run")
+    if not _clients(plan):
+        result.reasons.append("sim: no register workload, so no client history to check")
     write_results(result, run.path)
     return result

@@ -66,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fault-gap-ms", type=float, default=300.0, help="mean gap between faults")
     p.add_argument("--propose-ms", type=float, default=10.0, help="mean gap between proposals")
     p.add_argument("--change-ms", type=float, default=300.0, help="mean gap between changes")
+    p.add_argument("--reads", type=float, default=0.0,
+                   help="fraction of client proposals that are reads through the log")  # fmt: skip
+    p.add_argument("--local-reads", action="store_true",
+                   help="planted defect: reads off a believed leader's state, no log")  # fmt: skip
     p.add_argument("--events-dir", type=Path, help="write <dir>/<node>/events.jsonl")
     p.add_argument("--quiet", action="store_true", help="no live progress line")
     return p
@@ -88,6 +92,8 @@ def config_from_args(args: argparse.Namespace, seed: int) -> SimConfig:
         fault_gap_ms=args.fault_gap_ms,
         propose_ms=args.propose_ms,
         change_ms=args.change_ms,
+        reads=args.reads,
+        local_reads=args.local_reads,
     )
 
 

@@ -45,6 +45,8 @@ class SimConfig:
     fault_gap_ms: float = 300.0
     propose_ms: float = 10.0
     change_ms: float = 300.0
+    reads: float = 0.0  # fraction of client proposals that are reads through the log
+    local_reads: bool = False  # planted client defect: reads off a leader's state, no log
 
     def __post_init__(self) -> None:
         if self.nodes < 1:
@@ -58,6 +60,8 @@ class SimConfig:
         for name in ("fault_gap_ms", "propose_ms", "change_ms"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name.replace('_', '-')} must be positive")
+        if not 0.0 <= self.reads <= 1.0:
+            raise ValueError(f"--reads must be a fraction in 0..1, got {self.reads}")
         unknown = sorted(set(self.faults) - set(FAULT_KINDS))
         if unknown:
             raise ValueError(f"unknown fault kind(s) {unknown}; known: {list(FAULT_KINDS)}")

@@ -3,7 +3,9 @@
 Theory of operation (after TigerBeetle's VOPR): one root seed feeds a
 `random.Random` that draws one 64-bit sub-seed per subsystem in a fixed
 order -- network, clock, nemesis, workload, then `node-<id>` for every node
-in the universe, in order. Each subsystem owns its own `random.Random`, so a
+in the universe, in order. Subsystems added later (client reads) draw from
+a second generator seeded by the root, so neither the earlier sub-seeds nor
+the node count changes them. Each subsystem owns its own `random.Random`, so a
 change in how much randomness one subsystem consumes never shifts another's
 choices, and adding nodes at the end never changes the earlier sub-seeds.
 """
@@ -14,6 +16,7 @@ import random
 from collections.abc import Sequence
 
 SUBSYSTEMS: tuple[str, ...] = ("network", "clock", "nemesis", "workload")
+LATE_SUBSYSTEMS: tuple[str, ...] = ("reads",)
 
 
 class Seeds:
@@ -26,6 +29,8 @@ class Seeds:
         draw = random.Random(root)
         names = [*SUBSYSTEMS, *(f"node-{node_id}" for node_id in node_ids)]
         self._sub: dict[str, int] = {name: draw.getrandbits(64) for name in names}
+        late = random.Random(f"{root}/late")
+        self._sub |= {name: late.getrandbits(64) for name in LATE_SUBSYSTEMS}
 
     def sub(self, name: str) -> int:
         """The sub-seed of subsystem `name` (e.g. "network", "node-n3")."""

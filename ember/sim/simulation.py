@@ -56,7 +56,10 @@ class Simulation:
         )
         ref: list[Cluster] = []
         self.invariants = Invariants(ref, config.catchup_margin)
-        self.workload = Workload(ref, self.seeds.rng("workload"), ids, min(3, config.nodes))
+        self.workload = Workload(
+            ref, self.seeds.rng("workload"), ids, min(3, config.nodes),
+            reads=config.reads, read_rng=self.seeds.rng("reads"), local_reads=config.local_reads,
+        )  # fmt: skip
         self.cluster = Cluster(
             voters=ids[: config.nodes],
             spares=ids[config.nodes :],

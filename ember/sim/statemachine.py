@@ -1,7 +1,8 @@
 """The simulator's replicated state machine: an append-only KV with a digest.
 
 Each normal entry's data is `key=value`; applying it appends the value to the
-key's list. Every applied entry (normal, config or noop) folds
+key's list (a client read's entry, `?key#n`, changes nothing). Every applied
+entry (normal, config or noop) folds
 (index, kind, data) into a running SHA-256, so two replicas that applied the
 same entries in the same order hold the same digest, and convergence after a
 heal is one comparison.
@@ -14,6 +15,7 @@ import hashlib
 import msgspec
 
 from ember.raft import Entry
+from ember.sim.clients import READ_PREFIX
 
 
 class KvState(msgspec.Struct, kw_only=True):
@@ -44,7 +46,7 @@ class StateMachine:
             raise ValueError(
                 f"apply out of order: entry {entry.index} after applied {self.state.applied}"
             )
-        if entry.kind == "normal" and entry.data:
+        if entry.kind == "normal" and entry.data and not entry.data.startswith(READ_PREFIX):
             key, _, value = entry.data.decode().partition("=")
             self.state.data.setdefault(key, []).append(value)
         h = hashlib.sha256(self.state.digest.encode())

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ember.raft import ChangeResult, ChangeTicket, ConfState, Entry, RaftError
+from ember.sim.clients import ClientOp, read_data
 from ember.sim.cluster import Cluster, Observer, SimNode
 
 CHANGE_KINDS: tuple[str, ...] = (
@@ -64,18 +65,28 @@ class Workload(Observer):
     """Client behaviour; also an observer, to see applies and change results."""
 
     def __init__(
-        self, cluster_ref: list[Cluster], rng: random.Random, universe: list[str], min_voters: int
-    ) -> None:
+        self, cluster_ref: list[Cluster], rng: random.Random, universe: list[str], min_voters: int,
+        *, reads: float = 0.0, read_rng: random.Random | None = None, local_reads: bool = False,
+    ) -> None:  # fmt: skip
         self._cluster_ref = cluster_ref
         self.rng = rng
+        # Reads draw from their own generator: a run without reads makes
+        # exactly the draws it made before reads existed (same traces).
+        self.reads = reads
+        self.read_rng = read_rng or random.Random(0)
+        # Planted client defect: reads served from whichever node believes it
+        # leads (as a client with a stale leader cache would), off its state
+        # machine, without the log: a deposed leader answers stale values.
+        self.local_reads = local_reads
+        self.ops: list[ClientOp] = []
         self.universe = universe
         self.min_voters = min_voters
         self.stats = WorkloadStats()
         self.changes: list[Change] = []
         self.token = 0
         self._seq = 0
-        # node -> {index: data} proposals awaiting their apply on that node.
-        self.inflight: dict[str, dict[int, bytes]] = {}
+        # node -> {index: (data, op)} proposals awaiting their apply on that node.
+        self.inflight: dict[str, dict[int, tuple[bytes, ClientOp]]] = {}
         self.acked: list[tuple[int, bytes]] = []
         self.current: Change | None = None
 
@@ -86,21 +97,37 @@ class Workload(Observer):
     # -- proposals ---------------------------------------------------------
 
     def propose(self) -> None:
-        """Send one proposal to the current leader, if there is one."""
+        """Send one proposal (a put, or a read through the log) to the current leader."""
         leaders = self.cluster.leaders()
         self._seq += 1
-        data = f"k{self._seq % 8}={self._seq}".encode()
+        now = self.cluster.clock.now_ns
+        if self.reads > 0 and self.read_rng.random() < self.reads:
+            key = f"k{self.read_rng.randrange(8)}"
+            op = ClientOp(self._seq, "get", key, None, now)
+            data = read_data(key, self._seq)
+            if self.local_reads and leaders:
+                values = self.read_rng.choice(leaders).sm.values(key)
+                self.ops.append(op)
+                op.complete("ok", now, result=int(values[-1]) if values else None)
+                return
+        else:
+            key = f"k{self._seq % 8}"
+            op = ClientOp(self._seq, "put", key, self._seq, now)
+            data = f"{key}={self._seq}".encode()
+        self.ops.append(op)
         self.stats.proposed += 1
         if not leaders:
             self.stats.rejected += 1
+            op.complete("fail", now, error="no leader")
             return
         node = leaders[0].id
 
         def done(result: Any) -> None:
             if isinstance(result, int):
-                self.inflight.setdefault(node, {})[result] = data
+                self.inflight.setdefault(node, {})[result] = (data, op)
             else:
                 self.stats.rejected += 1
+                op.complete("fail", self.cluster.clock.now_ns, error=type(result).__name__)
 
         self.cluster.call(node, lambda raw: raw.propose(data), done)
 
@@ -108,18 +135,28 @@ class Workload(Observer):
         waiting = self.inflight.get(node.id)
         if not waiting:
             return
-        data = waiting.pop(entry.index, None)
-        if data is None:
+        item = waiting.pop(entry.index, None)
+        if item is None:
             return
+        data, op = item
+        now = self.cluster.clock.now_ns
         if entry.kind == "normal" and entry.data == data:
             self.stats.acked += 1
-            self.acked.append((entry.index, data))
+            if op.f == "get":
+                values = node.sm.values(op.key)
+                op.complete("ok", now, result=int(values[-1]) if values else None)
+            else:
+                self.acked.append((entry.index, data))  # writes: checked after convergence
+                op.complete("ok", now)
         else:
             self.stats.failed += 1
+            op.complete("fail", now, error="overwritten")
 
     def on_crash(self, node: SimNode) -> None:
         lost = self.inflight.pop(node.id, {})
         self.stats.unknown += len(lost)
+        for _data, op in lost.values():
+            op.complete("info", self.cluster.clock.now_ns, error="node crashed")
         cur = self.current
         if cur is not None and cur.node == node.id and cur.outcome is None:
             self._end(cur, "lost")

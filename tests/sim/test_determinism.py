@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ember.sim.runner import SimConfig
-from ember.sim.seeds import SUBSYSTEMS, Seeds
+from ember.sim.seeds import LATE_SUBSYSTEMS, SUBSYSTEMS, Seeds
 from ember.sim.simulation import Simulation
 
 SMALL = {"nodes": 3, "sim_seconds": 1.5, "heal_seconds": 10.0}
@@ -32,12 +32,14 @@ def test_a_planted_bug_changes_the_trace() -> None:
 
 
 def test_sub_seeds_are_derived_in_a_fixed_order() -> None:
-    """Subsystems first, then one per node; adding nodes keeps earlier sub-seeds."""
+    """Subsystems first, then one per node, then late ones; adding nodes keeps
+    every other sub-seed."""
     three = Seeds(7, ["n1", "n2", "n3"])
     four = Seeds(7, ["n1", "n2", "n3", "n4"])
     names = [name for name, _ in four.describe()]
-    assert names == [*SUBSYSTEMS, "node-n1", "node-n2", "node-n3", "node-n4"]
-    assert three.describe() == four.describe()[:-1]
+    nodes = ["node-n1", "node-n2", "node-n3", "node-n4"]
+    assert names == [*SUBSYSTEMS, *nodes, *LATE_SUBSYSTEMS]
+    assert set(three.describe()) == set(four.describe()) - {("node-n4", four.sub("node-n4"))}
     assert len({value for _, value in four.describe()}) == len(names)
     assert Seeds(8, ["n1"]).sub("network") != three.sub("network")
 
