@@ -75,6 +75,20 @@ def apply(
     timeout_s: float = 60.0,
 ) -> Fault:
     """Run `commands`; if any node fails, heal every node, then re-raise."""
+    return apply_with_output(control, kind, commands, heal_commands, detail,
+                             timeout_s=timeout_s)[0]  # fmt: skip
+
+
+def apply_with_output(
+    control: Control,
+    kind: str,
+    commands: Commands,
+    heal_commands: Commands,
+    detail: Mapping[str, Any] | None = None,
+    *,
+    timeout_s: float = 60.0,
+) -> tuple[Fault, dict[str, CommandResult]]:
+    """`apply`, also returning what each node's script printed."""
     fault = Fault(
         kind=kind,
         detail=dict(detail or {}),
@@ -82,9 +96,9 @@ def apply(
         heal_commands={n: tuple(c) for n, c in heal_commands.items()},
     )
     try:
-        run_scripts(control, fault.commands, timeout_s=timeout_s)
+        results = run_scripts(control, fault.commands, timeout_s=timeout_s)
     except BaseException:
         # A half-applied fault must not outlive the error that stopped it.
         fault.heal(control, timeout_s=timeout_s)
         raise
-    return fault
+    return fault, results

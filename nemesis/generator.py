@@ -8,21 +8,41 @@ fault depends on the mode:
 
 - `periodic`: after a random gap (mean `gap_s`);
 - `phase`: the moment an observation says a group entered the phase the
-  schedule is waiting for (CATCHING_UP, JOINT, STABLE, or a rebalance
-  writing pending): phases are drawn in turn from the seeded generator, so
-  faults land inside the windows the run is about;
+  schedule is waiting for; phases are drawn in turn from the seeded
+  generator, so faults land inside the windows the run is about;
 - `both` (default): phase-triggered, with a periodic fault when no wanted
   phase showed up within the gap, so a run without changes still has faults.
 
+The phases (`nemesis.phase`): the change-peers stages `catching-up`,
+`joint`, `stable`, `done` (the stable entry committed); a rebalance's
+`pending` (its pending assignment written); and `pending-open`, the window
+after pending is written but before stable switches: on a pending
+observation the schedule arms a fault a seeded 0.1-1 s later, and fires it
+then only if no `switched` observation (the done invoke) came for that
+group meanwhile.
+
+Nemesis names (`--nemesis`): `partition`, `kill`, `pause`, `slow`, and
+`mix`, the combined default for the full run. `mix` is every fault kind,
+kills and pauses aimed at any role (`group-leader`, `meta-leader`,
+`placement-driver`, `primary`: resolved by the worker when the fault fires,
+see `nemesis.targets`) or a random or joining node, partitions that also
+isolate one of those roles, and slow catch-up; with the runner's default
+phases it waits for every phase above, rebalance windows included, with
+timed faults in between (mode `both`). Its faults last 1-4 s, and there are
+at most one per `MIN_CYCLE_S` of the run. Whatever the names, no fault
+starts after `end_s` (the main phase's end) and an active one is healed at
+once then, so every fault is healed before the runner's heal-all and quiet
+period, and convergence can be judged.
+
 Each fault op's value is abstract and fixed by the seed: `kind`, the
-partition `grouping` or process `target` (leader / random / joining), a
-`seed` for the worker's own random choices, its `duration_s`, and the
-`trigger` (group, stage, joining peers) when a phase fired it. The worker
-(`nemesis.schedule`) resolves it against the live cluster and completes
-the op with the concrete targets and the exact commands. After `end_s`, no
-new fault starts and an active one is healed at once, then the schedule is
-exhausted. Observations older than `STALE_NS` are ignored: a fault must
-land inside the window, not after it.
+partition `grouping` or process `target`, a `seed` for the worker's own
+random choices, its `duration_s`, and the `trigger` (group, stage,
+reporting node, joining peers, event wall time) when a phase fired it. The
+worker (`nemesis.schedule`) resolves it against the live cluster and
+completes the op with the concrete targets and the exact commands. A fault
+that completes `info` with `unresolved` (a role nobody held) applied
+nothing and is not healed. Observations older than `STALE_NS` are ignored:
+a fault must land inside the window, not after it.
 """
 
 from __future__ import annotations
@@ -31,6 +51,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from nemesis.targets import ROLE_TARGETS
 from workloads.generator import (
     NS_PER_S,
     PENDING,
@@ -43,15 +64,22 @@ from workloads.generator import (
     Result,
 )
 
-FAULT_KINDS = ("partition", "kill", "pause", "slow")
+PRIMITIVES = ("partition", "kill", "pause", "slow")
+MIX = "mix"
+FAULT_KINDS = (*PRIMITIVES, MIX)  # what --nemesis accepts
 GROUPINGS = ("halves", "isolate-leader", "isolate-joining", "ring", "bridge", "one-way")
 TARGETS = ("leader", "random", "joining")
-PHASES = ("catching-up", "joint", "stable", "pending")
-# ember has no rebalance yet: schedules wait for the change-peers phases by default.
+MIX_GROUPINGS = (*GROUPINGS, "isolate")  # `isolate`: the fault's drawn role target alone
+MIX_TARGETS = (*ROLE_TARGETS, "random", "joining")
+PHASES = ("catching-up", "joint", "stable", "done", "pending", "pending-open")
+# Plans that name no phases wait for the change-peers stages; `mix` for all.
 DEFAULT_PHASES = ("catching-up", "joint", "stable")
 HEAL_OF = {"partition": "heal-partition", "kill": "start", "pause": "resume", "slow": "heal-slow"}
 MODES = ("periodic", "phase", "both")
 STALE_NS = NS_PER_S // 2
+MIX_DURATION_S = (1.0, 4.0)
+MIN_CYCLE_S = 2.0  # mix: at most one fault per this many seconds of the run
+PENDING_OPEN_DELAY_S = (0.1, 1.0)
 
 
 class NemesisSchedule(Generator):
@@ -64,31 +92,46 @@ class NemesisSchedule(Generator):
         *,
         mode: str = "both",
         gap_s: float = 6.0,
-        duration_s: tuple[float, float] = (2.0, 6.0),
+        duration_s: tuple[float, float] | None = None,
         end_s: float = 60.0,
         phases: Sequence[str] = DEFAULT_PHASES,
+        max_faults: int | None = None,
     ) -> None:
         bad = sorted(set(kinds) - set(FAULT_KINDS))
         if bad:
             raise ValueError(f"unknown nemesis {bad[0]!r}; known: {', '.join(FAULT_KINDS)}")
         if mode not in MODES:
             raise ValueError(f"nemesis mode {mode!r} is not one of {', '.join(MODES)}")
+        bad = sorted(set(phases) - set(PHASES))
+        if bad:
+            raise ValueError(f"unknown nemesis phase {bad[0]!r}; known: {', '.join(PHASES)}")
         # Three streams, so that what each fault is (kind, grouping, target,
         # seed, duration) is the same sequence in a replay even when timing
         # decides whether a phase or the timer started it.
         self.rng = random.Random(rng.getrandbits(64))
         self.timing = random.Random(rng.getrandbits(64))
         self.phase_rng = random.Random(rng.getrandbits(64))
-        self.kinds, self.mode = list(kinds), mode
-        self.gap_ns, self.duration_s = int(gap_s * NS_PER_S), duration_s
+        mix = MIX in kinds
+        self.kinds = list(PRIMITIVES) if mix else list(kinds)
+        self.mode = mode
+        self.groupings: tuple[str, ...] = MIX_GROUPINGS if mix else GROUPINGS
+        self.targets: tuple[str, ...] = MIX_TARGETS if mix else TARGETS
+        self.gap_ns = int(gap_s * NS_PER_S)
+        self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)
-        self.phases = list(phases)
+        self.phases = list(PHASES if mix and tuple(phases) == DEFAULT_PHASES else phases)
+        if max_faults is None and mix:
+            max_faults = max(1, int(end_s / MIN_CYCLE_S))
+        self.max_faults = max_faults
+        self.faults = 0  # faults started so far
         self.active: Op | None = None  # the fault waiting for its heal
         self.heal_at_ns = 0
         self.in_flight = False
         self.next_ns: int | None = None  # when the next periodic fault is due
         self.wanted = self.phase_rng.choice(self.phases) if self.phases else None
         self.trigger: Observation | None = None
+        self.open_pending: set[str] = set()  # groups with pending written, stable not switched
+        self.armed: tuple[int, Observation] | None = None  # a pending-open fault: (due, pending)
 
     def _gap(self) -> int:
         return int(self.timing.random() * 2 * self.gap_ns)
@@ -101,38 +144,54 @@ class NemesisSchedule(Generator):
             if now < self.heal_at_ns and now < self.end_ns:
                 return PENDING
             return self._emit(self._heal(self.active), now)
-        if now >= self.end_ns:
+        if now >= self.end_ns or (self.max_faults is not None and self.faults >= self.max_faults):
             return None
         if self.next_ns is None:
             self.next_ns = now + self._gap()
-        trigger = self.trigger
-        if trigger is not None and now - trigger.time_ns > STALE_NS:
-            trigger = self.trigger = None
-        if trigger is not None and self.mode != "periodic":
-            self.trigger = None
-            return self._emit(self._fault(trigger.data), now)
+        if self.mode != "periodic":
+            trigger = self._due_trigger(now)
+            if trigger is not None:
+                return self._emit(self._fault(trigger), now)
         if self.mode != "phase" and now >= self.next_ns:
             return self._emit(self._fault(None), now)
         return PENDING
+
+    def _due_trigger(self, now: int) -> dict[str, Any] | None:
+        """The trigger of a fault to start now, if a wanted window is open."""
+        if self.armed is not None:
+            due, pending = self.armed
+            group = str(pending.data.get("group"))
+            if group not in self.open_pending or now - due > STALE_NS:
+                self.armed = None  # stable switched first, or we were too slow
+            elif now >= due:
+                self.armed = None
+                return {**pending.data, "stage": "pending-open"}
+        trigger, self.trigger = self.trigger, None
+        if trigger is not None and now - trigger.time_ns <= STALE_NS:
+            return trigger.data
+        return None
 
     def _emit(self, op: Op, now: int) -> Op:
         self.in_flight = True
         return Op(f=op.f, value=op.value, time_ns=now)
 
     def _fault(self, trigger: dict[str, Any] | None) -> Op:
+        self.faults += 1
         kind = self.rng.choice(self.kinds)
         value: dict[str, Any] = {"kind": kind, "seed": self.rng.getrandbits(32)}
         if kind == "partition":
-            value["grouping"] = self.rng.choice(GROUPINGS)
+            value["grouping"] = self.rng.choice(self.groupings)
+            if value["grouping"] == "isolate":
+                value["target"] = self.rng.choice(ROLE_TARGETS)
         elif kind == "slow":
             value["target"] = "joining"
         else:
-            value["target"] = self.rng.choice(TARGETS)
+            value["target"] = self.rng.choice(self.targets)
         low, high = self.duration_s
         value["duration_s"] = round(low + self.rng.random() * (high - low), 3)
         if trigger is not None:
             value["trigger"] = {k: trigger.get(k) for k in
-                                ("group", "stage", "node", "joining", "peers")}  # fmt: skip
+                                ("group", "stage", "node", "joining", "peers", "wall")}  # fmt: skip
             value["group"] = trigger.get("group")
         return Op(f=kind, value=value)
 
@@ -142,14 +201,16 @@ class NemesisSchedule(Generator):
 
     def update(self, ctx: Context, event: Event) -> None:
         if isinstance(event, Observation):
-            stage = event.data.get("stage")
-            if event.kind == "phase" and stage == self.wanted and self.active is None:
-                self.trigger = event
+            self._observe(event)
             return
         if not isinstance(event, Completion):
             return
         self.in_flight = False
         if event.op.f in HEAL_OF:
+            self.next_ns = event.time_ns + self._gap()
+            value = event.value if isinstance(event.value, dict) else {}
+            if event.type == "info" and "unresolved" in value:
+                return  # nothing was applied: nothing to heal
             # Heal whatever happened: a fault that failed half-way is undone too.
             self.active = event.op
             self.heal_at_ns = event.time_ns + int(event.op.value["duration_s"] * NS_PER_S)
@@ -158,3 +219,20 @@ class NemesisSchedule(Generator):
         else:
             self.active = None
             self.next_ns = event.time_ns + self._gap()
+
+    def _observe(self, event: Observation) -> None:
+        if event.kind != "phase":
+            return
+        stage, group = event.data.get("stage"), str(event.data.get("group"))
+        if stage == "pending":
+            self.open_pending.add(group)
+        elif stage == "switched":
+            self.open_pending.discard(group)
+        if self.active is not None or self.in_flight:
+            return
+        if stage == "pending" and self.wanted == "pending-open" and self.armed is None:
+            low, high = PENDING_OPEN_DELAY_S
+            delay = low + self.phase_rng.random() * (high - low)
+            self.armed = (event.time_ns + int(delay * NS_PER_S), event)
+        if stage == self.wanted:
+            self.trigger = event

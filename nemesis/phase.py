@@ -5,17 +5,24 @@ database's events.jsonl; a reader thread per node turns each line into an
 event, and every event that marks a phase is handed to `on_phase` at once:
 
 - `change-stage` with stage `catching-up`, `joint` or `stable` (emitted by
-  the leader of a group as its change-peers context moves);
-- `assignments-written` whose keys include a `pending` assignment (a
-  rebalance starting), reported as stage `pending`.
+  the leader of a group as its change-peers context moves), and
+  `change-done` as stage `done` (the STABLE entry committed);
+- `assignments-written` that writes a non-empty `pending` assignment (a
+  rebalance starting), reported as stage `pending`; one that changes
+  `stable` is stage `switched` (the rebalance's done invoke). The schedule
+  uses the two to aim at the window between them (`pending-open`).
 
-The observation names the group, stage, reporting node, the new peers and
-the joining peers (new minus old), which the nemesis uses to isolate or
-slow a joining peer. `stages` keeps the latest stage per group for the
-progress display. Tailing (rather than polling /admin/status) sees a
-JOINT stage that lasts a few milliseconds. A node that is down (killed by
+The observation names the group, stage, reporting node, the new peers, the
+joining peers (new minus old), which the nemesis uses to isolate or slow a
+joining peer, and the event's `wall` time, so a completed fault can say how
+long after the event it landed. `stages` keeps the latest stage per group
+for the progress display. Tailing (rather than polling /admin/status) sees
+a JOINT stage that lasts a few milliseconds. A node that is down (killed by
 the nemesis) ends its tail; the watcher re-opens it after a short pause
 until `stop()`.
+
+Reaction latency: every phase-triggered completion carries `reaction_ms`,
+the trigger event's `wall` to the moment the fault's commands returned.
 """
 
 from __future__ import annotations
@@ -33,23 +40,49 @@ STAGES = ("catching-up", "joint", "stable")
 RETRY_S = 0.5
 
 
+def _written(keys: dict[str, Any], kind: str) -> tuple[bool, Any]:
+    """(whether `keys` names the assignment `kind`, its new value)."""
+    for name, change in keys.items():
+        if str(name) == kind or str(name).endswith("." + kind):
+            return True, change.get("new") if isinstance(change, dict) else change
+    return False, None
+
+
+def _peers(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        value = value.get("peers")
+    return sorted(str(p) for p in value) if isinstance(value, list) else []
+
+
 def phase_of(event: dict[str, Any]) -> dict[str, Any] | None:
     """The phase observation an audit event marks, or None."""
     kind = event.get("kind")
+    wall = event.get("wall")
     if kind == "change-stage" and event.get("stage") in STAGES:
         peers = sorted(event.get("peers") or [])
         old = event.get("old_peers")
         joining = sorted(set(peers) - set(old)) if isinstance(old, list) else []
         return {"group": event.get("group"), "stage": event["stage"], "node": event.get("node"),
                 "peers": peers, "old_peers": old, "joining": joining,
-                "token": event.get("token")}  # fmt: skip
+                "token": event.get("token"), "wall": wall}  # fmt: skip
+    if kind == "change-done":
+        return {"group": event.get("group"), "stage": "done", "node": event.get("node"),
+                "peers": sorted(event.get("peers") or []), "joining": [],
+                "token": event.get("token"), "wall": wall}  # fmt: skip
     if kind == "assignments-written":
         keys = event.get("keys") or {}
-        if any(str(k).endswith("pending") for k in keys):
-            part = event.get("partition")
-            group = event.get("group") or (f"part-{part}" if part is not None else None)
+        part = event.get("partition")
+        group = event.get("group") or (f"part-{part}" if part is not None else None)
+        has_pending, pending = _written(keys, "pending")
+        has_stable, stable = _written(keys, "stable")
+        if has_pending and _peers(pending):
             return {"group": group, "stage": "pending", "node": event.get("node"),
-                    "peers": [], "joining": [], "revision": event.get("revision")}  # fmt: skip
+                    "peers": _peers(pending), "joining": [],
+                    "revision": event.get("revision"), "wall": wall}  # fmt: skip
+        if has_stable:
+            return {"group": group, "stage": "switched", "node": event.get("node"),
+                    "peers": _peers(stable), "joining": [],
+                    "revision": event.get("revision"), "wall": wall}  # fmt: skip
     return None
 
 

@@ -6,8 +6,12 @@ fault first resolves the target pids on every node (`exec pgrep` replaces
 the shell, so the pattern never matches the shell that searches for it),
 then signals exactly those pids, so the record names the pids it hit. A
 node where the process is not running is left alone and says so in the
-record. Paused pids are appended to /run/faultline/paused on the node, so
-`heal_all` can resume them even after the harness that paused them died.
+record. `kill_now` and `pause_now` (pidfile specs) look up and signal in
+one script, one SSH round trip instead of two: a phase-triggered fault must
+land inside a window that may last only tens of milliseconds. The script
+prints the pid it signalled, which the record names. Paused pids are
+appended to /run/faultline/paused on the node, so `heal_all` can resume
+them even after the harness that paused them died.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.control import Control
-from nemesis.fault import PAUSED_FILE, STATE_DIR, Fault, apply
+from nemesis.fault import PAUSED_FILE, STATE_DIR, Fault, apply, apply_with_output
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +86,45 @@ def _restart(spec: ProcessSpec, nodes: Sequence[str]) -> dict[str, list[str]]:
     return {node: spec.start_commands() for node in nodes}
 
 
+def _live_pid(spec: ProcessSpec) -> str:
+    """Sets $p to the pidfile's live pid, or ends the script (nothing to signal)."""
+    pidfile = shlex.quote(str(spec.pidfile))
+    return f'p=$(cat {pidfile} 2>/dev/null) && kill -0 "$p" 2>/dev/null || exit 0'
+
+
+def _signal_at_once(
+    control: Control,
+    names: Sequence[str],
+    spec: ProcessSpec,
+    kind: str,
+    steps: Sequence[str],
+    heal: dict[str, list[str]],
+) -> Fault:
+    """Look up and signal in one script per node; the record names the pids printed."""
+    if spec.pidfile is None:
+        raise ValueError("signalling in one round trip needs a pidfile spec")
+    commands = {node: [_live_pid(spec), *steps, 'echo "$p"'] for node in names}
+    fault, results = apply_with_output(control, kind, commands, heal, {"nodes": list(names)})
+    pids = {n: [int(w) for w in r.stdout.split() if w.isdigit()] for n, r in results.items()}
+    return Fault(kind=kind, detail={**fault.detail, "pids": pids}, commands=fault.commands,
+                 heal_commands=fault.heal_commands)  # fmt: skip
+
+
+def kill_now(control: Control, names: Sequence[str], spec: ProcessSpec) -> Fault:
+    """`kill` in one round trip (pidfile specs only)."""
+    return _signal_at_once(control, names, spec, "kill", ['kill -9 "$p"'],
+                           _restart(spec, list(names)))  # fmt: skip
+
+
+def pause_now(control: Control, names: Sequence[str], spec: ProcessSpec) -> Fault:
+    """`pause` in one round trip (pidfile specs only); heals by SIGCONT."""
+    # Remember first, then stop (as `pause`); the pidfile still names the
+    # paused pid when the heal runs.
+    remember = f'mkdir -p {STATE_DIR} && echo "$p" >> {PAUSED_FILE}'
+    heal = {node: [_live_pid(spec), 'kill -CONT "$p"', _forget_var()] for node in names}
+    return _signal_at_once(control, names, spec, "pause", [remember, 'kill -STOP "$p"'], heal)
+
+
 def kill(control: Control, names: Sequence[str], spec: ProcessSpec) -> Fault:
     """SIGKILL the process on `names`; heals by starting it again (if it can)."""
     pids, commands = _signal(control, names, spec, "9")
@@ -120,6 +163,14 @@ def pause(control: Control, names: Sequence[str], spec: ProcessSpec) -> Fault:
         cmds.insert(0, f"mkdir -p {STATE_DIR} && printf '%s\\n' {plist} >> {PAUSED_FILE}")
         heal[node] = [f"kill -CONT {plist} 2>/dev/null || true", _forget(pids[node])]
     return apply(control, "pause", commands, heal, {"nodes": list(names), "pids": pids})
+
+
+def _forget_var() -> str:
+    """Drop "$p" from the paused file."""
+    return (
+        f'if [ -f {PAUSED_FILE} ]; then grep -vx "$p" {PAUSED_FILE} > {PAUSED_FILE}.new'
+        f" || true; mv {PAUSED_FILE}.new {PAUSED_FILE}; fi"
+    )
 
 
 def _forget(pids: Sequence[int]) -> str:

@@ -3,7 +3,8 @@
 Theory of operation. `nemesis.generator.NemesisSchedule` says *what* to do
 (kind, grouping or target, a seed, the trigger); this worker resolves it
 against the live cluster (which node leads the trigger's group, which peer
-is joining), applies it with the primitives (`nemesis.partition`,
+is joining, who holds the placement-driver or a primary lease: see
+`nemesis.targets`), applies it with the primitives (`nemesis.partition`,
 `nemesis.slow`, the DB's process faults), and completes the history op with
 the concrete targets and the exact commands (`Fault.as_value()`). Heal ops
 undo the active fault of their kind. Every blocking SSH call runs in a
@@ -11,6 +12,14 @@ worker thread, so clients keep going meanwhile. `heal-all` (the runner's
 last nemesis op) removes every fault whoever made it and restarts and
 resumes every node. `active` (kind -> Fault) is what the progress display
 shows and what the runner heals on error and on Ctrl-C.
+
+Every applied fault's completion says which node it hit (`node`), how it
+was found (`resolved`), and when it was applied (`applied_wall`, Unix
+seconds); a phase-triggered one also its `reaction_ms` (the trigger
+event's `wall` to applied). A role nobody holds completes `info` with
+`unresolved` naming why, and nothing is applied (nor healed). Kills and
+pauses of a pidfile daemon go through `nemesis.process.kill_now` /
+`pause_now`: one SSH round trip, so a fault lands inside short windows.
 
 Slow catch-up uses netem on the links toward the joining peer; where the
 kernel has no netem, ember's `raft.append.delay` failpoint on every other
@@ -22,17 +31,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import Sequence
 from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import DB, DBError
+from harness.db import DB, DBError, ProcessDB, http_json
 from harness.interpreter import Reply
 from nemesis import partition as part
+from nemesis import process
 from nemesis.fault import Fault
 from nemesis.heal import heal_all
 from nemesis.slow import NetemUnavailableError, slow
+from nemesis.targets import ROLE_TARGETS, Resolver, UnresolvedError
 from workloads.generator import Op
 
 SLOW_DELAY_MS = 300.0
@@ -47,11 +59,21 @@ class NemesisWorker:
         self.names = [n.name for n in self.nodes]
         self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
         self.slow_method: str | None = None
+        self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
+
+    def _status(self, name: str) -> dict[str, Any] | None:
+        return self.db.status(name)
+
+    def _placement(self, name: str) -> dict[str, Any] | None:
+        return http_json(self.db.urls()[name] + "/admin/placement", timeout_s=1.5)
 
     async def invoke(self, op: Op) -> Reply:
         """Apply or heal; a fault that cannot be applied completes `info`."""
         try:
             value = await asyncio.to_thread(self._do, op)
+        except UnresolvedError as exc:
+            why = str(exc)
+            return Reply(type="info", value={**(op.value or {}), "unresolved": why}, error=why)
         except (ControlError, DBError, ValueError, RuntimeError) as exc:
             return Reply(type="info", value=op.value, error=f"{type(exc).__name__}: {exc}")
         return Reply(type="ok", value=value)
@@ -64,27 +86,21 @@ class NemesisWorker:
             return self._heal(str(v.get("kind")), v)
         rng = random.Random(v.get("seed", 0))
         fault, extra = self._apply(op.f, v, rng)
+        applied = time.time()
+        extra = {**extra, "applied_wall": round(applied, 6)}
+        wall = (v.get("trigger") or {}).get("wall")
+        if isinstance(wall, int | float):
+            extra["reaction_ms"] = round((applied - wall) * 1000, 1)
         self.active[op.f] = (fault, extra)
         return {**v, **fault.as_value(), **extra}
-
-    def _leader(self, v: dict[str, Any], rng: random.Random) -> tuple[str, str]:
-        """(node, group): the leader of the trigger's group, else of a seeded group."""
-        group = v.get("group") or rng.choice(self.db.groups())
-        trigger = v.get("trigger") or {}
-        if trigger.get("group") == group and trigger.get("node") in self.names:
-            # change-stage is emitted by the group's leader: no status round
-            # trip, so the fault lands while the phase still holds.
-            return str(trigger["node"]), group
-        leader = self.db.leaders().get(group)
-        return (leader or rng.choice(self.names)), group
 
     def _target(self, v: dict[str, Any], rng: random.Random) -> tuple[str, dict[str, Any]]:
         target = v.get("target") or (
             {"isolate-leader": "leader", "isolate-joining": "joining"}.get(v.get("grouping", ""))
         )
-        if target == "leader":
-            node, group = self._leader(v, rng)
-            return node, {"resolved": f"leader of {group}", "node": node}
+        if target in ("leader", *ROLE_TARGETS):
+            found = self.resolver.resolve(str(target), v, rng)
+            return found.node, {"resolved": found.resolved, "node": found.node}
         if target == "joining":
             joining = (v.get("trigger") or {}).get("joining") or []
             if joining:
@@ -93,15 +109,28 @@ class NemesisWorker:
         node = rng.choice(self.names)
         return node, {"resolved": "random node", "node": node}
 
+    def _one_trip(self) -> process.ProcessSpec | None:
+        """The pidfile spec when the db's kill and pause are ProcessDB's own."""
+        db = self.db
+        if not isinstance(db, ProcessDB) or db.spec.pidfile is None:
+            return None
+        cls: Any = type(db)  # a subclass that overrides kill or pause keeps its own
+        return db.spec if cls.kill is ProcessDB.kill and cls.pause is ProcessDB.pause else None
+
     def _apply(
         self, kind: str, v: dict[str, Any], rng: random.Random
     ) -> tuple[Fault, dict[str, Any]]:
         if kind == "partition":
             return self._partition(v, rng)
         node, extra = self._target(v, rng)
+        spec = self._one_trip()
         if kind == "kill":
+            if spec is not None:
+                return process.kill_now(self.control, [node], spec), extra
             return self.db.kill(self.control, [node]), extra
         if kind == "pause":
+            if spec is not None:
+                return process.pause_now(self.control, [node], spec), extra
             return self.db.pause(self.control, [node]), extra
         if kind == "slow":
             return self._slow(node, extra)
@@ -110,7 +139,7 @@ class NemesisWorker:
     def _partition(self, v: dict[str, Any], rng: random.Random) -> tuple[Fault, dict[str, Any]]:
         grouping = v.get("grouping", "halves")
         names = self.names
-        if grouping in ("isolate-leader", "isolate-joining"):
+        if grouping in ("isolate-leader", "isolate-joining", "isolate"):
             node, extra = self._target(v, rng)
             grudge = part.isolate(names, node)
         elif grouping == "one-way":

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-from nemesis.generator import HEAL_OF, NemesisSchedule
+from nemesis.generator import HEAL_OF, MIN_CYCLE_S, MIX_DURATION_S, PHASES, NemesisSchedule
 from nemesis.phase import phase_of
+from nemesis.targets import ROLE_TARGETS
 from workloads.generator import PENDING, Completion, Context, Observation, Op
 
 S = 1_000_000_000
@@ -98,7 +99,109 @@ def test_phase_of_reads_change_stages_and_pending_assignments() -> None:
           "peers": ["n1", "n2", "n4"], "old_peers": ["n1", "n2", "n3"]}  # fmt: skip
     assert phase_of(ev)["joining"] == ["n4"]
     assert phase_of({**ev, "stage": "none"}) is None
-    pending = {"kind": "assignments-written", "partition": 3, "keys": {"pending": {}}}
+    pending = {
+        "kind": "assignments-written",
+        "partition": 3,
+        "wall": 12.5,
+        "keys": {"zone.default.p3.assignments.pending": {"old": None, "new": ["n1", "n4"]}},
+    }
     assert phase_of(pending)["stage"] == "pending"
     assert phase_of(pending)["group"] == "part-3"
+    assert phase_of(pending)["wall"] == 12.5
     assert phase_of({"kind": "term", "term": 2}) is None
+
+
+def test_the_done_invoke_is_a_switch_not_a_new_pending() -> None:
+    """Deleting pending while writing stable is stage switched, never pending."""
+    done = {"kind": "assignments-written", "partition": 1, "keys": {
+        "pending": {"old": ["n1", "n4"], "new": None},
+        "stable": {"old": ["n1", "n2"], "new": ["n1", "n4"]}}}  # fmt: skip
+    assert phase_of(done)["stage"] == "switched"
+    assert phase_of(done)["peers"] == ["n1", "n4"]
+    committed = {"kind": "change-done", "group": "part-1", "node": "n2", "peers": ["n1", "n4"]}
+    assert phase_of(committed)["stage"] == "done"
+
+
+def _faults(ops: list[Op]) -> list[Op]:
+    return [o for o in ops if o.f not in HEAL_OF.values()]
+
+
+def test_mix_is_seeded_bounded_and_healed_before_the_end() -> None:
+    """mix: the same seed gives the same ops; at most end/MIN_CYCLE_S faults; all healed by end."""
+    runs = [_play(NemesisSchedule(random.Random(11), ["mix"], gap_s=0.5, end_s=40), 40)
+            for _ in range(2)]  # fmt: skip
+    assert [(o.f, o.value, o.time_ns) for o in runs[0]] == [
+        (o.f, o.value, o.time_ns) for o in runs[1]
+    ]
+    ops = runs[0]
+    faults = _faults(ops)
+    assert 3 <= len(faults) <= 40 / MIN_CYCLE_S
+    assert {o.f for o in faults} <= set(HEAL_OF)
+    assert len(ops) == 2 * len(faults)  # every fault has its heal
+    for fault, heal in zip(ops[::2], ops[1::2], strict=True):
+        assert heal.f == HEAL_OF[fault.f]
+        assert heal.time_ns <= 40 * S + S // 100  # healed at end_s at the latest
+        assert MIX_DURATION_S[0] <= fault.value["duration_s"] <= MIX_DURATION_S[1]
+
+
+def test_mix_aims_at_roles_and_waits_for_every_window() -> None:
+    """mix draws role targets (and isolates them) and waits for the rebalance phases too."""
+    gen = NemesisSchedule(random.Random(5), ["mix"], end_s=600, gap_s=0.2)
+    assert set(gen.phases) == set(PHASES)
+    faults = _faults(_play(gen, 600))
+    targets = {o.value.get("target") for o in faults}
+    assert set(ROLE_TARGETS) <= targets
+    assert any(o.value.get("grouping") == "isolate" for o in faults)
+    assert {o.f for o in faults} == set(HEAL_OF)
+    explicit = NemesisSchedule(random.Random(5), ["mix"], phases=["joint"])
+    assert explicit.phases == ["joint"]
+
+
+def test_a_max_fault_count_ends_the_schedule() -> None:
+    """With max_faults, the schedule stops starting faults once that many started."""
+    ops = _play(NemesisSchedule(random.Random(6), ["kill"], mode="periodic", gap_s=0.1,
+                                duration_s=(0.1, 0.2), end_s=60, max_faults=3), 60)  # fmt: skip
+    assert [o.f for o in ops] == ["kill", "start"] * 3
+
+
+PENDING_OBS = {"group": "part-1", "stage": "pending", "node": "n2", "joining": [], "wall": 1.0}
+SWITCHED = {"group": "part-1", "stage": "switched", "node": "n2", "joining": []}
+
+
+def test_pending_open_fires_between_pending_and_the_switch() -> None:
+    """The pending-open fault starts 0.1-1 s after pending, while stable has not switched."""
+    gen = NemesisSchedule(random.Random(7), ["kill"], mode="phase", phases=["pending-open"],
+                          end_s=20)  # fmt: skip
+    ops = _play(gen, 20, {2 * S: PENDING_OBS, 5 * S: SWITCHED})
+    first = ops[0]
+    assert 2.1 * S <= first.time_ns <= 3 * S
+    assert first.value["trigger"]["stage"] == "pending-open"
+    assert first.value["trigger"]["wall"] == 1.0
+    assert first.value["group"] == "part-1"
+
+
+def test_pending_open_does_not_fire_once_stable_switched() -> None:
+    """A switch within the delay closes the window: no fault for that pending."""
+    gen = NemesisSchedule(random.Random(7), ["kill"], mode="phase", phases=["pending-open"],
+                          end_s=20)  # fmt: skip
+    assert _play(gen, 20, {2 * S: PENDING_OBS, 2 * S + S // 10: SWITCHED}) == []
+
+
+def test_an_unresolved_fault_is_not_healed() -> None:
+    """A fault that completed info as unresolved applied nothing: the next one follows."""
+    gen = NemesisSchedule(random.Random(8), ["kill"], mode="periodic", gap_s=0.1, end_s=30)
+    t, fault = 0, None
+    while fault is None:
+        out = gen.op(_ctx(t))
+        fault = out if isinstance(out, Op) else None
+        t += S // 100
+    value = {**fault.value, "unresolved": "no placement driver yet"}
+    gen.update(_ctx(t), Completion(op=fault, thread="nemesis", type="info", value=value,
+                                   time_ns=t))  # fmt: skip
+    assert gen.active is None
+    nxt = None
+    while nxt is None:
+        t += S // 100
+        out = gen.op(_ctx(t))
+        nxt = out if isinstance(out, Op) else None
+    assert nxt.f == "kill"

@@ -1,0 +1,141 @@
+"""Role targets resolved from status and placement documents (no cluster: fake fetches)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+from typing import Any
+
+import pytest
+
+from nemesis.schedule import NemesisWorker
+from nemesis.targets import (
+    Resolver,
+    UnresolvedError,
+    driver_from_placement,
+    leader_from_status,
+    primary_from_placement,
+)
+from tests.runner.test_nemesis_worker import NODES, FakeControl, FakeDB
+from workloads.generator import Op
+
+NAMES = ["n1", "n2", "n3", "n4", "n5"]
+NOW = 1_000_000.0
+
+
+def _status(groups: dict[str, tuple[str, int]]) -> dict[str, Any]:
+    return {"groups": {g: {"role": role, "term": term} for g, (role, term) in groups.items()}}
+
+
+def _placement(driver: str | None, leases: dict[int, str], expires: float = NOW + 5) -> Any:
+    return {
+        "driver": {"holder": driver, "expires": expires} if driver else None,
+        "leases": {str(p): {"holder": h, "expires": expires} for p, h in leases.items()},
+        "revision": 40,
+    }
+
+
+STATUS = {
+    "n1": _status({"meta": ("follower", 3), "part-0": ("leader", 2)}),
+    "n2": _status({"meta": ("leader", 3), "part-0": ("leader", 4)}),  # the newer part-0 leader
+    "n3": _status({"meta": ("leader", 2), "part-0": ("follower", 4)}),  # a deposed meta leader
+    "n4": None,  # does not answer
+    "n5": _status({"part-0": ("follower", 4)}),
+}
+PLACEMENT = _placement("n3", {0: "n4", 1: "n1"})
+
+
+def _resolver(placement: Any = PLACEMENT, **kw: Any) -> Resolver:
+    """Status as in STATUS; every node serves the same placement document."""
+    return Resolver(NAMES, STATUS.get, lambda _n: placement, lambda: ["part-0", "part-1"],
+                    clock=lambda: NOW, **kw)  # fmt: skip
+
+
+def test_the_leader_is_the_self_declared_one_with_the_highest_term() -> None:
+    """A deposed leader still claiming an older term loses to the newer one."""
+    assert leader_from_status(STATUS, "part-0") == "n2"
+    assert leader_from_status(STATUS, "meta") == "n2"
+    with pytest.raises(UnresolvedError, match="no node declares itself leader of part-9"):
+        leader_from_status(STATUS, "part-9")
+
+
+def test_driver_and_primary_come_from_unexpired_leases() -> None:
+    """The lease holders, unless the lease ran out (beyond the clock slack)."""
+    assert driver_from_placement(PLACEMENT, NOW) == "n3"
+    assert primary_from_placement(PLACEMENT, 1, NOW) == "n1"
+    stale = _placement("n3", {0: "n4"}, expires=NOW - 10)
+    with pytest.raises(UnresolvedError, match=r"placement driver lease of n3 expired 10\.0s ago"):
+        driver_from_placement(stale, NOW)
+    with pytest.raises(UnresolvedError, match="no placement driver yet"):
+        driver_from_placement(_placement(None, {}), NOW)
+    with pytest.raises(UnresolvedError, match="no primary of partition 2 yet"):
+        primary_from_placement(PLACEMENT, 2, NOW)
+
+
+def test_each_role_target_resolves_and_says_how() -> None:
+    """group-leader, meta-leader, placement-driver and primary each name a node and a method."""
+    r, rng = _resolver(), random.Random(1)
+    got = r.resolve("group-leader", {"group": "part-0"}, rng)
+    assert (got.node, got.resolved) == ("n2", "leader of part-0 (status, highest term)")
+    assert r.resolve("meta-leader", {}, rng).node == "n2"
+    driver = r.resolve("placement-driver", {}, rng)
+    assert driver.node == "n3"
+    assert driver.resolved.startswith("placement driver lease (asked n")
+    primary = r.resolve("primary", {"trigger": {"group": "part-1", "stage": "pending"}}, rng)
+    assert (primary.node, primary.resolved.split(" (")[0]) == ("n1", "primary lease of partition 1")
+
+
+def test_a_change_stage_trigger_names_the_leader_without_a_round_trip() -> None:
+    """The node that reported JOINT for the op's group is its leader: no status is fetched."""
+    asked: list[str] = []
+    r = Resolver(NAMES, lambda n: asked.append(n) or None, lambda n: None, lambda: ["part-0"])
+    trigger = {"group": "part-0", "stage": "joint", "node": "n5"}
+    assert (
+        r.resolve("leader", {"group": "part-0", "trigger": trigger}, random.Random(0)).node == "n5"
+    )
+    assert asked == []
+    # A pending trigger comes from a metastore replica, not the group's leader: ask.
+    with pytest.raises(UnresolvedError):
+        r.resolve("group-leader", {"trigger": {**trigger, "stage": "pending"}}, random.Random(0))
+    assert sorted(asked) == NAMES
+
+
+def test_a_silent_cluster_is_unresolved_and_a_slow_node_is_not_waited_for() -> None:
+    """No answer at all is Unresolved; one hanging node does not delay the others' answer."""
+    with pytest.raises(UnresolvedError, match="no node answered within"):
+        _resolver(placement=None, timeout_s=0.2).resolve("placement-driver", {}, random.Random(0))
+    hang = threading.Event()
+
+    def placement(node: str) -> Any:
+        if node != "n2":
+            hang.wait(5)  # paused nodes: the connection hangs
+            return None
+        return PLACEMENT
+
+    r = Resolver(NAMES, lambda n: None, placement, list, clock=lambda: NOW, timeout_s=3)
+    try:
+        got = r.resolve("placement-driver", {}, random.Random(0))
+    finally:
+        hang.set()
+    assert got.resolved == "placement driver lease (asked n2)"
+
+
+def test_an_unresolved_target_completes_info_and_applies_nothing() -> None:
+    """No driver elected: the kill completes info naming why; no node is killed or healed."""
+
+    class NoPlane(FakeDB):
+        def urls(self) -> dict[str, str]:
+            return dict.fromkeys(NAMES, "http://127.0.0.1:9/")  # nothing listens on port 9
+
+        def status(self, name: str) -> None:
+            return None
+
+    db = NoPlane()
+    worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+    op = Op(f="kill", value={"kind": "kill", "target": "placement-driver", "seed": 3})
+    reply = asyncio.run(worker.invoke(op))
+    assert reply.type == "info"
+    assert reply.value["unresolved"].startswith("no node answered")
+    assert db.killed == []
+    assert not worker.active
