@@ -15,7 +15,16 @@ Every call returns an `Outcome` instead of raising:
 
 A 421 (not the leader) is followed to the leader's address, at most
 `max_redirects` times, and the leader of each partition is remembered (keys
-are hashed to partitions exactly as the node does). The node is told a
+are hashed to partitions exactly as the node does).
+
+Routing: with the zone on (`--meta-nodes`), a partition's replicas move and
+the ones left out are stopped (docs/rebalance.md, step 5), so the client
+keeps a per-partition table: the leader, and the nodes its assignments name
+(stable and pending), learned from GET /admin/assignments and the answering
+node's /admin/status (node ids mapped to URLs through each URL's /health).
+It is refreshed, before the next request, after a 421 or an error, at most
+every `_REFRESH_S`; a partition with no leader known goes to one of its
+assigned nodes, else to any node. Refreshing never changes an outcome. The node is told a
 deadline (`timeout_s`) shorter than the client's, so it usually answers 504
 itself rather than leaving the client to guess.
 
@@ -29,6 +38,7 @@ after the connection was made surfaces as `RequestLost` (unknown) at once.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
@@ -42,6 +52,9 @@ from ember.kv import DEFAULT_PARTITIONS, partition_of
 OutcomeType = Literal["ok", "fail", "unknown"]
 # The node's deadline is this much shorter than the client's.
 _SERVER_MARGIN_S = 0.25
+_REFRESH_S = 0.5  # at most one routing refresh per this long
+_ROUTE_TIMEOUT_S = 2.0
+_ZONE = "default"
 
 
 class RequestLost(aiohttp.ClientConnectionError):
@@ -100,6 +113,10 @@ class EmberClient:
         self.partitions = partitions
         self.max_redirects = max_redirects
         self._leaders: dict[int, str] = {}
+        self._hosts: dict[int, list[str]] = {}  # partition -> URLs its assignments name
+        self._node_urls: dict[str, str] = {}  # node id -> URL
+        self._stale = False
+        self._refreshed_at = float("-inf")
         self._next = 0
         self._session: aiohttp.ClientSession | None = None
 
@@ -153,15 +170,79 @@ class EmberClient:
 
     async def _kv(self, method: str, key: str, suffix: str, body: Any) -> Outcome:
         part = partition_of(key, self.partitions)
-        base = self._leaders.get(part, self.urls[self._next % len(self.urls)])
+        if self._stale and time.monotonic() - self._refreshed_at >= _REFRESH_S:
+            await self.refresh_routes()
+        base = self._leaders.get(part) or self._pick(part)
         path = f"/kv/{_quote(key)}{suffix}"
         out = await self.request(method, path, body, base=base, partition=part)
         if out.type != "ok" and (out.status is None or out.status >= 500):
-            # That node is down or has no leader to offer: try the next one
-            # next time, rather than sticking to a dead leader.
+            # That node is down, stopped or has no leader to offer: try the
+            # next one next time, rather than sticking to a dead leader.
             self._leaders.pop(part, None)
             self._next += 1
+            self._stale = True
         return out
+
+    def _pick(self, part: int) -> str:
+        choices = self._hosts.get(part) or self.urls
+        return choices[self._next % len(choices)]
+
+    def route(self, part: int) -> dict[str, Any]:
+        """The routing table's entry for a partition: leader URL and assigned URLs."""
+        return {"leader": self._leaders.get(part), "hosts": list(self._hosts.get(part, []))}
+
+    # -- routing -------------------------------------------------------------------
+
+    async def refresh_routes(self) -> bool:
+        """Learn each partition's assigned nodes and leader from one node; whether one answered."""
+        self._refreshed_at = time.monotonic()
+        for i in range(len(self.urls)):
+            base = self.urls[(self._next + i) % len(self.urls)]
+            assigned = await self._get_json(base, "/admin/assignments")
+            if assigned is None:
+                continue
+            status = await self._get_json(base, "/admin/status")
+            await self._learn(assigned, status)
+            self._stale = False
+            return True
+        return False
+
+    async def _learn(self, assigned: dict[str, Any], status: dict[str, Any] | None) -> None:
+        named: dict[int, set[str]] = {}
+        for a in assigned.get("assignments") or []:
+            if a.get("zone") == _ZONE and a.get("kind") in ("stable", "pending"):
+                value = a.get("value")
+                if isinstance(value, list):
+                    named.setdefault(int(a["partition"]), set()).update(map(str, value))
+        wanted = set().union(*named.values()) if named else set()
+        if wanted - set(self._node_urls):
+            await self._learn_node_urls()
+        self._hosts = {
+            p: sorted(self._node_urls[n] for n in ids if n in self._node_urls)
+            for p, ids in named.items()
+        }
+        groups = status.get("groups") if status is not None else None
+        for gid, st in (groups if isinstance(groups, dict) else {}).items():
+            leader = st.get("leader") if isinstance(st, dict) else None
+            if gid.startswith("part-") and gid[5:].isdigit() and leader in self._node_urls:
+                self._leaders[int(gid[5:])] = self._node_urls[leader]
+
+    async def _learn_node_urls(self) -> None:
+        for base in self.urls:
+            doc = await self._get_json(base, "/health")
+            if doc is not None and isinstance(doc.get("node"), str):
+                self._node_urls[doc["node"]] = base
+
+    async def _get_json(self, base: str, path: str) -> dict[str, Any] | None:
+        timeout = aiohttp.ClientTimeout(total=min(self.timeout_s, _ROUTE_TIMEOUT_S))
+        try:
+            async with self._http().get(base + path, timeout=timeout) as resp:
+                if resp.status != 200:
+                    return None
+                doc = msgspec.json.decode(await resp.read())
+        except (aiohttp.ClientError, TimeoutError, msgspec.DecodeError):
+            return None
+        return doc if isinstance(doc, dict) else None
 
     # -- any endpoint -------------------------------------------------------------
 
@@ -183,6 +264,7 @@ class EmberClient:
             url = leader_url
             if partition is not None:
                 self._leaders[partition] = leader_url
+                self._stale = True  # the table sent us to a node that does not lead
         return out
 
     async def _once(
