@@ -6,7 +6,10 @@ not, the run never gave the cluster a chance and the verdict is `unknown`.
 Otherwise, from the nodes' audit events (each node's last word per group):
 
 - every zone partition's pending, planned and cancel are empty, and stable
-  equals the last target (checkers/assignments.py replays the keys);
+  equals the last target (checkers/assignments.py replays the keys); after
+  a cancel, when nothing was pending or planned since, either side is a
+  legal end: old (cancelled) or new (cannot-cancel: the change had already
+  committed, and the rebalance finished as done);
 - each group has exactly one node whose last role is leader in the group's
   latest leadership term and has seen no later term (a node's role resets
   when it reports `started`), every voter follows it in that term and holds
@@ -66,13 +69,15 @@ class ConvergenceChecker:
         """Checks each partition's final keys; returns group -> final stable peers."""
         scratch: list[Anomaly] = []  # ordering rules are the revisions checker's job
         stable: dict[str, tuple[str, ...] | None] = {}
+        cancelled_to = last_cancel_new(audit)
         for (zone, part), p in replay_partitions(audit, scratch).items():
             where = f"zone {zone} partition {part}"
             left = [k for k in ("pending", "planned", "cancel") if p.state.get(k)]
             if left:
                 _flag(out, "rebalance-not-finished", f"{where}: {', '.join(left)} not empty")
             final = peers_of(p.state.get("stable"))
-            if p.target is not None and final != p.target:
+            legal = {p.target, cancelled_to.get((zone, part))} - {None}
+            if p.target is not None and final not in legal:
                 _flag(
                     out,
                     "stable-not-target",
@@ -147,6 +152,30 @@ class ConvergenceChecker:
         last = {n: _state(end.applied.get(n)) for n in voters or ()}
         if any(v != (None, None) for v in last.values()) and len(set(last.values())) > 1:
             _flag(out, "replicas-diverge", f"{group} voters end at different states: {last}")
+
+
+def last_cancel_new(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, tuple[str, ...] | None]:
+    """Per (zone, partition): the `new` side of the last cancel written, unless a
+    pending or planned assignment was written after it (None then)."""
+    writes: dict[tuple[Any, Any], dict[int, dict[str, Any]]] = {}
+    for node in sorted(audit):
+        for ev in audit[node]:
+            if ev.get("kind") == "assignments-written" and isinstance(ev.get("revision"), int):
+                part = (ev.get("zone"), ev.get("partition"))
+                writes.setdefault(part, {}).setdefault(ev["revision"], ev)
+    out: dict[Any, tuple[str, ...] | None] = {}
+    for part, by_rev in writes.items():
+        last: tuple[str, ...] | None = None
+        for rev in sorted(by_rev):
+            for name, change in (by_rev[rev].get("keys") or {}).items():
+                new = change.get("new") if isinstance(change, dict) else change
+                kind = str(name).rsplit(".", 1)[-1]
+                if kind in ("pending", "planned") and peers_of(new):
+                    last = None
+                elif kind == "cancel" and isinstance(new, dict):
+                    last = peers_of(new.get("new"))
+        out[part] = last
+    return out
 
 
 class _GroupEnd:

@@ -25,6 +25,17 @@ no (key, revision) twice, nothing before `from`, and nothing is missing: every
 acknowledged write to its range whose revision lies between `from` and the
 last delivered revision was delivered.
 
+A snapshot read, `f: "range"`, completes with {"at": r, "kvs": [{key,
+value, mod_revision}]}: the keys as they were at revision r. It must
+reflect every acknowledged put with a revision at or below r: no key shows
+a mod revision above r, or below an acknowledged put to it at or below r
+(a missed write), and a key whose mod revision is an acknowledged put's
+shows that put's value.
+
+Deletes (a `delete`, or a delete inside an invoke) write only when the key
+existed, which the result does not say, so they are never required of a
+watch nor counted as writes: a delete op is ordered as a read.
+
 The assignment-key rules (rebalance) are in checkers/assignments.py and run
 here too when the run has audit events.
 """
@@ -54,17 +65,28 @@ def revision_of(op: Operation) -> int | None:
     return None
 
 
-def written_keys(op: Operation) -> list[Any]:
-    """The keys an operation certainly wrote (empty for reads and no-op invokes)."""
+def written_values(op: Operation) -> dict[Any, Any]:
+    """The keys an operation certainly wrote, with the values (puts only:
+    see the module doc on deletes), in write order."""
     if op.f == "put":
-        return [op.key]
+        return {op.key: op.value}
     if op.f == "invoke" and isinstance(op.value, dict):
         branch = "then"
         if isinstance(op.result, dict) and op.result.get("succeeded") is False:
             branch = "else"
-        writes = op.value.get(branch) or []
-        return [w.get("key") for w in writes if isinstance(w, dict)]
-    return []
+        out: dict[Any, Any] = {}
+        for w in op.value.get(branch) or []:
+            if isinstance(w, dict) and w.get("op", "put") == "put":
+                out[w.get("key")] = w.get("value")
+            elif isinstance(w, dict):
+                out.pop(w.get("key"), None)  # a later delete in the same invoke
+        return out
+    return {}
+
+
+def written_keys(op: Operation) -> list[Any]:
+    """The keys an operation certainly wrote (empty for reads and no-op invokes)."""
+    return list(written_values(op))
 
 
 class RevisionChecker:
@@ -80,7 +102,10 @@ class RevisionChecker:
         writes = sorted(((op, rev) for op, rev in ops if written_keys(op)), key=lambda w: w[1])
         for watch in watches:
             anomalies.extend(check_watch(watch, writes))
-        figures: dict[str, Any] = {"ops": len(ops), "writes": len(writes), "watches": len(watches)}
+        snaps = [op for op in ctx.operations if op.f == "range" and op.type == "ok"]
+        anomalies.extend(check_snapshots(snaps, writes))
+        figures: dict[str, Any] = {"ops": len(ops), "writes": len(writes), "watches": len(watches),
+                                   "snapshot_reads": len(snaps)}  # fmt: skip
         if ctx.audit:
             found, assignment_figures = check_assignments(ctx.audit)
             anomalies.extend(found)
@@ -173,3 +198,66 @@ def check_watch(watch: Operation, writes: list[tuple[Operation, int]]) -> list[A
             if _covers(spec, key) and (key, rev) not in delivered:
                 flag("watch-gap", f"missed {key!r}@{rev}", [rev], [op.invoke_index])
     return found
+
+
+def check_snapshots(snaps: list[Operation], writes: list[tuple[Operation, int]]) -> list[Anomaly]:
+    """Snapshot reads against the acknowledged puts (see the module doc)."""
+    by_key: dict[Any, list[tuple[int, Any, int]]] = {}
+    for op, rev in writes:
+        for key, value in written_values(op).items():
+            by_key.setdefault(key, []).append((rev, value, op.invoke_index))
+    found: list[Anomaly] = []
+    for snap in snaps:
+        result = snap.result if isinstance(snap.result, dict) else {}
+        at = result.get("at")
+        if not isinstance(at, int):
+            continue
+        seen = {kv.get("key"): kv for kv in result.get("kvs") or [] if isinstance(kv, dict)}
+        for key, kv in seen.items():
+            mod = kv.get("mod_revision")
+            if not isinstance(mod, int):
+                continue
+            if mod > at:
+                found.append(
+                    _snap(
+                        snap,
+                        "snapshot-from-future",
+                        f"{key!r} has mod revision {mod} above the read's revision {at}",
+                        [mod, at],
+                    )
+                )
+            for rev, value, index in by_key.get(key, []):
+                if mod < rev <= at:
+                    found.append(
+                        _snap(
+                            snap,
+                            "snapshot-missed-write",
+                            f"{key!r} at mod revision {mod} misses the put at {rev}",
+                            [mod, rev],
+                            index,
+                        )
+                    )
+                elif rev == mod and kv.get("value") != value:
+                    found.append(
+                        _snap(
+                            snap,
+                            "snapshot-wrong-value",
+                            f"{key!r}@{mod} reads {kv.get('value')!r}, the put wrote {value!r}",
+                            [mod],
+                            index,
+                        )
+                    )
+    return found
+
+
+def _snap(
+    snap: Operation, kind: str, message: str, revisions: list[int], other: int | None = None
+) -> Anomaly:
+    ops = [snap.invoke_index] + ([other] if other is not None else [])
+    return Anomaly(
+        kind=kind,
+        message=f"snapshot read op {snap.invoke_index}: {message}",
+        ops=ops,
+        revisions=revisions,
+        time=snap.invoke_time,
+    )

@@ -148,8 +148,28 @@ class ProcessDB:
         return process.resume(control, names, self.spec)
 
 
+# Workloads that need ember's control plane (metastore, zones, placement driver).
+CONTROL_PLANE_WORKLOADS = frozenset({"rebalance", "cancel-race", "metastore"})
+# With the control plane on, nodes run ZONE_PARTITIONS + FREE_PARTITIONS groups:
+# the zone `default` covers part-0 .. part-3 (the rebalance workload moves its
+# partition count between 2 and 4), and change-peers moves only part-4 and
+# part-5, outside the zone at every partition count, so the placement driver
+# and the change-peers workload never fight over a group.
+ZONE_PARTITIONS = 4
+FREE_PARTITIONS = 2
+SETTLE_POLL_S = 1.0
+
+
 class EmberDB(ProcessDB):
-    """ember-node on every node: TOML config, pidfile, data dir, audit log."""
+    """ember-node on every node: TOML config, pidfile, data dir, audit log.
+
+    With the control plane (`meta_nodes`, set by `configure` when the plan's
+    workloads need it, or given as a db setting), `setup` creates the zone
+    (replicas 3, `zone_partitions` partitions; see ZONE_PARTITIONS for the
+    split with change-peers) and `wait_healthy` also waits for the metastore
+    group's leader and, once a zone exists, for every rebalance to finish
+    (no pending, planned or cancel key), so a healed cluster is quiet.
+    """
 
     name = "ember"
     root = "/var/lib/ember"
@@ -161,6 +181,7 @@ class EmberDB(ProcessDB):
         self.settings = dict(settings)
         self.seed = seed
         self.partitions = int(self.settings.get("partitions", 8))
+        self.zone_partitions = 0  # no zone until `setup` makes one
         voters = self.settings.get("bootstrap")
         names = [n.name for n in self.nodes]
         self._bootstrap = list(voters) if voters else names[: min(3, len(names))]
@@ -170,6 +191,38 @@ class EmberDB(ProcessDB):
             start_command=f"{self.binary} --config {self.config_path}",
             log_path=self.log_path,
         )
+
+    @property
+    def control_plane(self) -> bool:
+        """Whether the nodes run the metastore, zones and placement driver."""
+        return bool(self.settings.get("meta_nodes"))
+
+    def configure(self, workloads: Sequence[str]) -> None:
+        """Before `install`: turn the control plane on if a workload needs it,
+        with enough partitions for the zone and for change-peers (see the
+        module constants), unless the settings chose otherwise."""
+        if CONTROL_PLANE_WORKLOADS & set(workloads):
+            self.settings.setdefault("meta_nodes", "auto")
+        if self.control_plane and "partitions" not in self.settings:
+            self.partitions = ZONE_PARTITIONS + FREE_PARTITIONS
+
+    def setup(self, workloads: Sequence[str]) -> None:
+        """After the first healthy: create the zone when a workload drives it."""
+        if not self.control_plane or not {"rebalance", "cancel-race"} & set(workloads):
+            return
+        parts = int(self.settings.get("zone_partitions", min(ZONE_PARTITIONS, self.partitions)))
+        body = {"replicas": 3, "partitions": parts, "scale_down_s": 2.0}
+        for name, url in self.urls().items():
+            got = http_json(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
+            if got is not None and isinstance(got.get("zone"), dict):
+                self.zone_partitions = parts
+                return
+            del name
+        raise DBError("could not create the zone: no node accepted POST /admin/zones/default")
+
+    def free_groups(self) -> list[str]:
+        """The groups no zone can cover: the ones change-peers may move."""
+        return self.groups()[self.zone_partitions :] if self.zone_partitions else self.groups()
 
     def _config(self, node: NodeHandle) -> str:
         peers = ",".join(f"{n.name}={n.ip}:{RAFT_PORT}:{HTTP_PORT}" for n in self.nodes)
@@ -184,7 +237,7 @@ class EmberDB(ProcessDB):
             "bootstrap": ",".join(self._bootstrap),
         }
         for key, value in self.settings.items():
-            if key not in ("bootstrap", "ember_bin", "partitions"):
+            if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions"):
                 lines[key] = value
         return "".join(f"{k} = {_toml(v)}\n" for k, v in lines.items())
 
@@ -237,17 +290,40 @@ class EmberDB(ProcessDB):
         urls = self.urls()
         while True:
             down = [n for n in names if http_json(urls[n] + "/health", timeout_s=1) is None]
-            leaderless = [] if down else sorted(set(self.groups()) - set(self.leaders(names)))
-            if not down and not leaderless:
+            want = set(self.groups()) | ({"meta"} if self.control_plane else set())
+            leaderless = [] if down else sorted(want - set(self.leaders(names)))
+            moving = [] if down or leaderless else self.rebalancing(urls[names[0]])
+            if not down and not leaderless and not moving:
                 return
             if time.monotonic() > deadline:
                 what = (
                     f"not answering: {', '.join(down)}"
                     if down
-                    else (f"no leader for {', '.join(leaderless[:5])}")
+                    else f"no leader for {', '.join(leaderless[:5])}"
+                    if leaderless
+                    else f"rebalance not finished: {', '.join(moving[:5])}"
                 )
                 raise DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
             time.sleep(HEALTH_POLL_S)
+
+    def rebalancing(self, url: str) -> list[str]:
+        """The assignment keys still in flight (pending, planned, cancel), read
+        twice SETTLE_POLL_S apart so a trigger between two reads is not missed;
+        ["unreadable"] when the assignments cannot be read."""
+        if not self.zone_partitions:
+            return []
+        moving: set[str] = set()
+        for i in range(2):
+            doc = http_json(url + "/admin/assignments", timeout_s=5)
+            if doc is None:
+                return ["unreadable"]
+            moving |= {str(a.get("key")) for a in doc.get("assignments", [])
+                       if a.get("kind") in ("pending", "planned", "cancel")}  # fmt: skip
+            if moving:
+                break
+            if i == 0:
+                time.sleep(SETTLE_POLL_S)
+        return sorted(moving)
 
     def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
         """POST or DELETE /admin/failpoints/<failpoint>; DBError if refused."""

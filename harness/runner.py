@@ -4,13 +4,16 @@ Theory of operation (Jepsen's `core/run!`). In order:
 
 1. a fresh run directory with `test.json` (the plan, seed first);
 2. the image (docker: built or found cached) and the cluster (backend `up`);
-3. the database installed, started on every node, and awaited healthy;
+3. the database configured for the plan's workloads (the DB's optional
+   `configure`), installed, started on every node, awaited healthy, and
+   set up (its optional `setup`: ember creates its zone here);
 4. the main phase: one `Interpreter` runs the client (register), admin
    (change-peers) and nemesis generators for `time_limit_s`, while a
    `PhaseWatcher` tails the nodes' audit logs and feeds the phase-triggered
    nemesis; every event goes to history.jsonl as it happens;
 5. `heal-all` (a nemesis op, so the history records it), the database
-   awaited healthy again, a quiet period, then one final read per key;
+   awaited healthy again (for ember with a zone: every rebalance finished),
+   a quiet period, then one final read per key;
 6. logs and audit events collected into nodes/<n>/;
 7. the cluster healed and brought down (unless `leave_running`) — on any
    error and on SIGINT / SIGTERM too, with further signals ignored while
@@ -212,9 +215,11 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
     with managed_cluster(backend, leave_running=leave_running) as (nodes, control):
         db = system.make_db(nodes, plan.db_settings, plan.seed)
         status.stage = "db start"
+        _hook(db, "configure", plan)
         db.install(control)
         db.start(control, [n.name for n in nodes])
         db.wait_healthy([n.name for n in nodes], HEALTHY_TIMEOUT_S)
+        _hook(db, "setup", plan)
         log(f"{db.name} healthy on {', '.join(n.name for n in nodes)}")
         notes = _failpoints(plan, db, [n.name for n in nodes], log)
         p = _Parts(plan, nodes, control, system, db, run, status, log)
@@ -227,6 +232,15 @@ def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[st
             if leave_running:
                 log(f"cluster left running: {backend.nodes or nodes}")
     return notes + [f"could not collect {m}" for m in missing]
+
+
+def _hook(db: Any, name: str, plan: plans.Plan) -> None:
+    """A DB's optional step, given the plan's workloads: `configure` (before
+    install: e.g. ember's control plane for the workloads that need it) and
+    `setup` (after the first healthy: e.g. ember's zone)."""
+    step = getattr(db, name, None)
+    if callable(step):
+        step(plan.workload)
 
 
 def _failpoints(

@@ -1,96 +1,31 @@
-"""The etcd `metastore` workload: revisioned reads, conditional txns, watches.
+"""The etcd side of the `metastore` workload: its client worker and watch worker.
 
-Client ops speak docs/models.md's `metastore` model, so the
-linearizability checker reads them and `checkers/revisions.py` checks
-their revisions: `get` ({value, mod_revision, revision}), `put` (result:
-the revision of the write) and `invoke` ({if, then, else} as an etcd txn;
-result {succeeded, revision}) over a few keys under one prefix.
-
-Watch ops (f "watch", their own thread kind) check etcd's watch streams:
-each watches the prefix from a revision for `WATCH_S` seconds and
-completes with the events delivered, in order. The next watch resumes at
-the revision after the last one delivered (so, across a run, the streams
-must deliver every write once, in order, with no gaps), through a member
-chosen at random, so a resume crosses members and faults.
+The generator, the op shapes and the watch generator are shared with ember
+(`workloads.metastore`): etcd speaks the `BASIC_MIX` (get / put / invoke as
+an etcd txn) and its watch streams, ember also deletes and reads the past.
+Re-exported here for the etcd callers.
 """
 
 from __future__ import annotations
 
-import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
 
 from harness.dbs.etcd_client import EtcdClient, watch
 from harness.interpreter import Reply
-from workloads.generator import Completion, Context, Event, Fn, Generator, Op, Result
+from workloads.generator import Op
+from workloads.metastore import (
+    DEFAULT_KEYS,
+    PREFIX,
+    VALUES,
+    WATCH_S,
+    WatchGen,
+    final_reads,
+    key_names,
+    metastore_ops,
+)
 
-PREFIX = "m/"
-DEFAULT_KEYS = 4
-VALUES = 4
-WATCH_S = 3.0
-_MIX = (("get", 0.4), ("put", 0.3), ("invoke", 0.3))
-
-
-def key_names(count: int = DEFAULT_KEYS) -> list[str]:
-    """The workload's keys (all under PREFIX, so one watch sees them all)."""
-    return [f"{PREFIX}{i}" for i in range(count)]
-
-
-def _condition(r: random.Random, key: str) -> dict[str, Any]:
-    kind = r.choice(("value", "exists", "version"))
-    if kind == "value":
-        return {"key": key, "target": "value", "op": "eq", "value": r.randrange(VALUES)}
-    if kind == "exists":
-        return {"key": key, "target": "exists", "value": r.random() < 0.7}
-    return {"key": key, "target": "version", "op": r.choice(("lt", "gt")), "value": r.randrange(4)}
-
-
-def metastore_ops(rng: random.Random, keys: int = DEFAULT_KEYS) -> Generator:
-    """An endless seeded stream of get / put / invoke ops over `keys` keys."""
-    names = key_names(keys)
-    fs = [f for f, _ in _MIX]
-    weights = [w for _, w in _MIX]
-
-    def make(r: random.Random) -> Op:
-        key = r.choice(names)
-        f = r.choices(fs, weights)[0]
-        if f == "get":
-            return Op(f="get", key=key)
-        if f == "put":
-            return Op(f="put", key=key, value=r.randrange(VALUES))
-        other = r.choice(names)
-        then = [{"op": "put", "key": key, "value": r.randrange(VALUES)}]
-        orelse = (
-            [{"op": "put", "key": other, "value": r.randrange(VALUES)}] if r.random() < 0.5 else []
-        )
-        value = {"if": [_condition(r, key)], "then": then, "else": orelse}
-        return Op(f="invoke", key=key, value=value)
-
-    return Fn(make, rng)
-
-
-def final_reads(keys: int = DEFAULT_KEYS) -> list[Op]:
-    """One read per key after healing."""
-    return [Op(f="get", key=k) for k in key_names(keys)]
-
-
-class WatchGen(Generator):
-    """Back-to-back watches of PREFIX, each resuming after the last delivered revision."""
-
-    def __init__(self) -> None:
-        self.next_revision = 1
-
-    def op(self, ctx: Context) -> Result:
-        """The next watch (one at a time per thread)."""
-        return Op(f="watch", value={"prefix": PREFIX, "from": self.next_revision},
-                  time_ns=ctx.time_ns)  # fmt: skip
-
-    def update(self, ctx: Context, event: Event) -> None:
-        """Resume after the last revision the completed watch delivered."""
-        if isinstance(event, Completion) and event.op.f == "watch":
-            events = event.value if isinstance(event.value, list) else []
-            if events:
-                self.next_revision = max(int(e["revision"]) for e in events) + 1
+__all__ = ["DEFAULT_KEYS", "PREFIX", "VALUES", "WATCH_S", "MetastoreWorker", "WatchGen",
+           "WatchWorker", "final_reads", "key_names", "metastore_ops"]  # fmt: skip
 
 
 class MetastoreWorker:

@@ -1,10 +1,26 @@
-"""ember's registry entry: its image, register clients, change-peers and audit-log phases.
+"""ember's registry entry: its image, workloads, workers and audit-log phases.
 
-ember is faultline's own database (`harness.db.EmberDB`). Workloads:
-`register` (get / put / cas per key over `ember.client.EmberClient`) and
-`change-peers` (joint-consensus membership changes per Raft group). Phases
-for the nemesis come from tailing every node's audit log
-(`nemesis.phase.PhaseWatcher`).
+ember is faultline's own database (`harness.db.EmberDB`). Workloads, each
+on its own thread kind (process ids in this order, after the clients):
+
+- `register` ("client"): get / put / cas per key over `EmberClient`;
+- `change-peers` ("admin", 1 thread): joint-consensus membership changes,
+  only of the groups outside the zone when a zone exists (part-4, part-5:
+  see `harness.db.ZONE_PARTITIONS`), so the placement driver and this
+  workload never move the same group;
+- `rebalance` ("rebalance", 1 thread): zone alters in loops
+  (`workloads.rebalance`), ending with a restore before the quiet period;
+- `cancel-race` ("cancel", 1 thread): a trigger alter, then a cancel at a
+  seeded phase (`workloads.cancel_race`);
+- `metastore` ("meta", META_THREADS threads, and "watch", 1 thread):
+  revisioned reads, invokes, deletes, past reads and watch streams
+  (`workloads.metastore`, the generator etcd's workload shares).
+
+The last three turn on ember's control plane (`EmberDB.configure`). Client
+threads route metastore keys (`workloads.metastore.PREFIX`) to a metastore
+worker, so the final reads (one per register key, one per metastore key)
+all run on the client threads. Phases for the nemesis come from tailing
+every node's audit log (`nemesis.phase.PhaseWatcher`).
 """
 
 from __future__ import annotations
@@ -16,11 +32,13 @@ from harness import plan as plans
 from harness.control import Control
 from harness.db import DBError, EmberDB
 from harness.dbs import PhaseSource, System, Workers, first_line, register_keys
-from harness.interpreter import Worker
-from workloads.generator import Generator, Op
+from harness.interpreter import Reply, Worker
+from workloads.generator import Generator, Op, Stagger, TimeLimit
 from workloads.register import final_reads as register_final_reads
 
-WORKLOADS = ("register", "change-peers")
+WORKLOADS = ("register", "change-peers", "rebalance", "cancel-race", "metastore")
+META_THREADS = 3
+NS_PER_S = 1_000_000_000
 
 
 def image(log: Callable[[str], None]) -> str:
@@ -52,29 +70,78 @@ def image(log: Callable[[str], None]) -> str:
     return DEFAULT_IMAGE
 
 
+class _Routed:
+    """A client thread's worker: metastore keys to the metastore worker, the rest
+    to the register worker (so final reads of both run on client threads)."""
+
+    def __init__(self, register: Worker, meta: Worker | None) -> None:
+        self.register, self.meta = register, meta
+
+    async def invoke(self, op: Op) -> Reply:
+        """Route by the op's key."""
+        from workloads.metastore import PREFIX
+
+        if self.meta is not None and (op.key or "").startswith(PREFIX):
+            return await self.meta.invoke(op)
+        return await self.register.invoke(op)
+
+
 def workers(
     plan: plans.Plan, db: EmberDB, control: Control, nemesis_worker: Worker | None
 ) -> Workers:
-    """Register clients, an admin client for change-peers, and the nemesis worker."""
+    """A worker per thread of each workload's kind (module doc), and the nemesis."""
     from ember.client import EmberClient
+    from workloads.cancel_race import CancelWorker
     from workloads.change_peers import ChangePeersWorker
+    from workloads.metastore import EmberMetaWorker, EmberWatchWorker
+    from workloads.rebalance import RebalanceWorker
     from workloads.register import RegisterWorker
 
     urls = db.urls()
     node_of = {u: n for n, u in urls.items()}
     url_list = list(urls.values())
-    clients = [EmberClient(url_list, partitions=db.partitions) for _ in range(plan.concurrency)]
-    kinds: dict[str, Any] = {"client": list(range(plan.concurrency))}
-    workers: dict[Any, Worker] = {i: RegisterWorker(c, node_of) for i, c in enumerate(clients)}
+    n = plan.concurrency
+    meta_on = "metastore" in plan.workload
+    clients: list[Any] = [EmberClient(url_list, partitions=db.partitions) for _ in range(n)]
+    kinds: dict[str, Any] = {"client": list(range(n))}
+    workers: dict[Any, Worker] = {
+        i: _Routed(RegisterWorker(c, node_of), EmberMetaWorker(c, node_of) if meta_on else None)
+        for i, c in enumerate(clients)
+    }
+
+    def admin(kind: str, thread: int, make: Callable[[EmberClient], Worker]) -> None:
+        client = EmberClient(url_list, partitions=db.partitions, timeout_s=30.0)
+        clients.append(client)
+        kinds[kind] = [thread]
+        workers[thread] = make(client)
+
     if "change-peers" in plan.workload:
-        admin_client = EmberClient(url_list, partitions=db.partitions, timeout_s=30.0)
-        clients.append(admin_client)
-        kinds["admin"] = [plan.concurrency]
-        workers[plan.concurrency] = ChangePeersWorker(admin_client, node_of)
+        admin("admin", n, lambda c: ChangePeersWorker(c, node_of))
+    if "rebalance" in plan.workload:
+        admin("rebalance", n + 1, lambda c: RebalanceWorker(c, node_of))
+    if "cancel-race" in plan.workload:
+        admin("cancel", n + 2, lambda c: CancelWorker(c, node_of))
+    if meta_on:
+        threads = list(range(n + 3, n + 3 + META_THREADS))
+        kinds["meta"] = threads
+        for t in threads:
+            clients.append(EmberClient(url_list, partitions=db.partitions))
+            workers[t] = EmberMetaWorker(clients[-1], node_of)
+        meta_urls = [urls[m] for m in _meta_nodes(db)]
+        watcher = EmberWatchWorker(meta_urls, node_of, plan.rng("watch-nodes"))
+        clients.append(watcher)
+        kinds["watch"] = [n + 3 + META_THREADS]
+        workers[n + 3 + META_THREADS] = watcher
     if nemesis_worker is not None:
         kinds["nemesis"] = ["nemesis"]
         workers["nemesis"] = nemesis_worker
     return kinds, workers, clients
+
+
+def _meta_nodes(db: EmberDB) -> list[str]:
+    """The metastore's voters ("auto": the first three bootstrap nodes)."""
+    raw = str(db.settings.get("meta_nodes") or "auto")
+    return db.bootstrap()[:3] if raw == "auto" else [m for m in raw.split(",") if m]
 
 
 def change_generator(plan: plans.Plan, db: EmberDB) -> Generator:
@@ -82,7 +149,7 @@ def change_generator(plan: plans.Plan, db: EmberDB) -> Generator:
     from workloads.change_peers import ChangePeersGen
 
     names = [n.name for n in db.nodes]
-    return ChangePeersGen(plan.rng("change-peers"), db.groups(), names, db.bootstrap())
+    return ChangePeersGen(plan.rng("change-peers"), db.free_groups(), names, db.bootstrap())
 
 
 def phase_watcher(
@@ -95,11 +162,42 @@ def phase_watcher(
 
 
 def _final_reads(plan: plans.Plan) -> list[Op]:
-    return register_final_reads(register_keys(plan))
+    from workloads import metastore
+
+    reads = register_final_reads(register_keys(plan))
+    if "metastore" in plan.workload:
+        reads += metastore.final_reads(int(plan.options.get("meta_keys", metastore.DEFAULT_KEYS)))
+    return reads
 
 
-def _same(_plan: plans.Plan, _db: EmberDB, gens: dict[str, Generator]) -> dict[str, Generator]:
-    return gens  # the runner's register, change-peers and nemesis generators are ember's
+def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dict[str, Generator]:
+    """The runner's register, change-peers and nemesis generators, plus the
+    control-plane workloads'; alters and cancels stop at the time limit, the
+    rebalance workload with its restoring alter (workloads.rebalance)."""
+    from workloads import metastore
+    from workloads.cancel_race import CancelRaceGen
+    from workloads.rebalance import RebalanceGen
+
+    t, out = plan.time_limit_s, dict(gens)
+    stop_ns = int(t * NS_PER_S)
+    parts = db.zone_partitions or db.partitions
+    if "rebalance" in plan.workload:
+        out["rebalance"] = RebalanceGen(
+            plan.rng("rebalance"), [n.name for n in db.nodes], max_partitions=parts,
+            stop_ns=stop_ns, gap_s=float(plan.options.get("rebalance_interval_s", 4.0)),
+        )  # fmt: skip
+    if "cancel-race" in plan.workload:
+        out["cancel"] = CancelRaceGen(
+            plan.rng("cancel-race"), partitions=parts, stop_ns=stop_ns,
+            gap_s=float(plan.options.get("cancel_interval_s", 3.0)),
+        )  # fmt: skip
+    if "metastore" in plan.workload:
+        keys = int(plan.options.get("meta_keys", metastore.DEFAULT_KEYS))
+        ops = metastore.metastore_ops(plan.rng("metastore"), keys, metastore.FULL_MIX)
+        rate = float(plan.options.get("meta_rate_hz", 10.0))
+        out["meta"] = TimeLimit(t, Stagger(1.0 / rate, ops, plan.rng("metastore-timing")))
+        out["watch"] = TimeLimit(t, metastore.WatchGen())
+    return out
 
 
 def version(plan: Mapping[str, Any]) -> str:
@@ -118,7 +216,7 @@ SYSTEM: System[EmberDB] = System(
     supports_sim=True,
     default_phases=None,  # nemesis.generator.DEFAULT_PHASES
     change_generator=change_generator,
-    generators=_same,
+    generators=generators,
     workers=workers,
     phase_watcher=phase_watcher,
     final_reads=_final_reads,

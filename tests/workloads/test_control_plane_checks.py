@@ -1,0 +1,107 @@
+"""What the checkers make of the control-plane workloads' op shapes.
+
+(Kept next to the workloads that produce these shapes: snapshot reads,
+deletes, mixed register + metastore traffic, cancel outcomes.)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.api import CheckContext
+from checkers.compose import METASTORE_PREFIX, SplitLinear
+from checkers.convergence import last_cancel_new
+from checkers.history import Event, pair, validate
+from checkers.revisions import RevisionChecker
+from tests.checkers.helpers import HistoryBuilder
+from workloads.metastore import PREFIX
+
+
+def _ctx(b: HistoryBuilder) -> CheckContext:
+    events = [Event(**e) for e in b.events]
+    validate(events)
+    return CheckContext(events=events, operations=pair(events))
+
+
+def test_the_split_uses_the_workload_prefix() -> None:
+    """compose recognises the metastore workload's keys."""
+    assert METASTORE_PREFIX == PREFIX
+
+
+def test_a_snapshot_read_missing_an_acknowledged_put_is_flagged() -> None:
+    """A read at revision 12 that shows m/0 at mod 5 misses the put at 10."""
+    b = HistoryBuilder()
+    b.op(0, "put", key="m/0", value=1, result=5)
+    b.op(0, "put", key="m/0", value=2, result=10)
+    kvs = [{"key": "m/0", "value": 1, "mod_revision": 5}]
+    b.op(1, "range", key="m/", value={"revision": 12}, result={"at": 12, "kvs": kvs})
+    r = RevisionChecker().check(_ctx(b))
+    assert r.valid is False
+    assert [a.kind for a in r.anomalies] == ["snapshot-missed-write"]
+
+
+def test_a_snapshot_read_of_the_past_is_not_a_stale_read() -> None:
+    """Reading at 5 after a put at 10 completed is fine (it reads the past on purpose)."""
+    b = HistoryBuilder()
+    b.op(0, "put", key="m/0", value=1, result=5)
+    b.op(0, "put", key="m/0", value=2, result=10)
+    kvs = [{"key": "m/0", "value": 1, "mod_revision": 5}]
+    b.op(1, "range", key="m/", value={"revision": 5}, result={"at": 5, "kvs": kvs})
+    assert RevisionChecker().check(_ctx(b)).valid is True
+    wrong = HistoryBuilder()
+    wrong.op(0, "put", key="m/0", value=1, result=5)
+    bad = [{"key": "m/0", "value": 3, "mod_revision": 5}]
+    wrong.op(1, "range", key="m/", value={"revision": 5}, result={"at": 5, "kvs": bad})
+    r = RevisionChecker().check(_ctx(wrong))
+    assert [a.kind for a in r.anomalies] == ["snapshot-wrong-value"]
+
+
+def test_a_delete_of_an_absent_key_is_not_a_write() -> None:
+    """An invoke deleting an absent key keeps the revision: no duplicate-write anomaly,
+    and a watch need not deliver it."""
+    b = HistoryBuilder()
+    b.op(0, "put", key="m/0", value=1, result=5)
+    spec = {"if": [], "then": [{"op": "delete", "key": "m/1"}], "else": []}
+    b.op(0, "invoke", key="m/1", value=spec, result={"succeeded": True, "revision": 5})
+    b.op(0, "delete", key="m/2", result=5)
+    events = [{"key": "m/0", "revision": 5}]
+    b.op(1, "watch", value={"prefix": "m/", "from": 1}, result=events)
+    assert RevisionChecker().check(_ctx(b)).valid is True
+
+
+def _mixed(meta_value: Any) -> HistoryBuilder:
+    b = HistoryBuilder()
+    b.op(0, "put", key="k1", value=3, result=None)
+    b.op(0, "get", key="k1", result=3)
+    # Revisions jump by 40 between the workload's writes: the control plane wrote.
+    b.op(1, "put", key="m/0", value=2, result=7)
+    b.op(1, "get", key="m/0", result={"value": meta_value, "mod_revision": 7, "revision": 47})
+    b.op(1, "range", key="m/", value={"revision": 3}, result={"at": 3, "kvs": []})
+    return b
+
+
+def test_mixed_traffic_is_checked_per_object() -> None:
+    """Register and metastore ops each with their model; revision jumps by other
+    writers are not a violation, a wrong value is."""
+    ok = SplitLinear().check(_ctx(_mixed(2)))
+    assert ok.valid is True, ok
+    assert set(ok.figures) == {"register", "metastore"}
+    assert ok.figures["metastore"]["model"] == "metastore"
+    bad = SplitLinear().check(_ctx(_mixed(1)))
+    assert bad.valid is False
+    assert bad.anomalies[0].message.startswith("metastore:")
+
+
+def _write(rev: int, **keys: Any) -> dict[str, Any]:
+    return {"kind": "assignments-written", "zone": "default", "partition": 0, "revision": rev,
+            "keys": {f"zone.default.p0.assignments.{k}": {"old": None, "new": v}
+                     for k, v in keys.items()}}  # fmt: skip
+
+
+def test_after_a_cancel_either_side_may_end_as_stable() -> None:
+    """The last cancel's new side counts, until a later pending replaces it."""
+    cancel = {"old": ["n1"], "new": ["n2"], "pending_revision": 3}
+    audit = {"n1": [_write(3, pending=["n2"]), _write(4, cancel=cancel)]}
+    assert last_cancel_new(audit) == {("default", 0): ("n2",)}
+    audit["n1"].append(_write(6, pending=["n3"]))
+    assert last_cancel_new(audit) == {("default", 0): None}

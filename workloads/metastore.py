@@ -1,0 +1,265 @@
+"""The `metastore` workload: revisioned reads, conditional invokes, deletes and watches.
+
+One generator serves every system with a revisioned store (ember's
+metastore, etcd); each system brings a small worker that speaks its API
+and answers in the shapes below, so the same checkers read both.
+
+Client ops speak docs/models.md's `metastore` model (the linearizability
+checker reads them; `checkers/revisions.py` checks their revisions), over a
+few keys under `PREFIX`:
+
+- `get`: result {value, mod_revision, revision};
+- `put` (value) and `delete`: result the revision after the write;
+- `invoke`: value {if, then, else}; result {succeeded, revision};
+- `range` (ember only): a snapshot read of the whole prefix at a past
+  revision, value {"revision": r}; result {"at": r, "kvs": [{key, value,
+  mod_revision}]}. It is not a linearizable read (it reads the past), so
+  the linearizability checker leaves it out and the revisions checker
+  checks it against the acknowledged writes. Its result has no top-level
+  `revision`: the past it reads must not count as the present it observed.
+
+Watch ops (f "watch", their own thread kind): each watches the prefix from
+a revision for `WATCH_S` seconds and completes with the events delivered,
+in order. The next watch resumes at the revision after the last one
+delivered (so across a run the streams must deliver every write once, in
+order, with no gaps), through a node chosen at random, so a resume crosses
+nodes and faults.
+
+`PREFIX` also tells the composed linearizability check which client ops
+are the metastore's when a run mixes them with register traffic
+(checkers/compose.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import aiohttp
+
+from ember.client import EmberClient, Outcome
+from harness.interpreter import Reply
+from workloads.generator import Completion, Context, Event, Fn, Generator, Op, Result
+
+PREFIX = "m/"
+DEFAULT_KEYS = 4
+VALUES = 4
+WATCH_S = 3.0
+# What every system speaks; ember also deletes and reads the past.
+BASIC_MIX = (("get", 0.4), ("put", 0.3), ("invoke", 0.3))
+FULL_MIX = (("get", 0.3), ("put", 0.2), ("invoke", 0.3), ("delete", 0.08), ("range", 0.12))
+
+
+def key_names(count: int = DEFAULT_KEYS) -> list[str]:
+    """The workload's keys (all under PREFIX, so one watch sees them all)."""
+    return [f"{PREFIX}{i}" for i in range(count)]
+
+
+def _condition(r: random.Random, key: str) -> dict[str, Any]:
+    kind = r.choice(("value", "exists", "version"))
+    if kind == "value":
+        return {"key": key, "target": "value", "op": "eq", "value": r.randrange(VALUES)}
+    if kind == "exists":
+        return {"key": key, "target": "exists", "value": r.random() < 0.7}
+    return {"key": key, "target": "version", "op": r.choice(("lt", "gt")), "value": r.randrange(4)}
+
+
+class MetastoreOps(Generator):
+    """An endless seeded stream of metastore ops over `keys` keys.
+
+    A `range` reads at a revision some way behind the newest one a
+    completion reported, so it needs to see completions (`update`).
+    """
+
+    def __init__(
+        self,
+        rng: random.Random,
+        keys: int = DEFAULT_KEYS,
+        mix: Sequence[tuple[str, float]] = BASIC_MIX,
+    ) -> None:
+        self.names = key_names(keys)
+        self.fs = [f for f, _ in mix]
+        self.weights = [w for _, w in mix]
+        self.newest = 0  # the highest revision any completion reported
+        self.gen = Fn(self._make, rng)
+
+    def _make(self, r: random.Random) -> Op:
+        key = r.choice(self.names)
+        f = r.choices(self.fs, self.weights)[0]
+        if f == "get":
+            return Op(f="get", key=key)
+        if f == "put":
+            return Op(f="put", key=key, value=r.randrange(VALUES))
+        if f == "delete":
+            return Op(f="delete", key=key)
+        if f == "range":
+            back = r.randrange(1, 20)
+            return Op(f="range", key=PREFIX, value={"revision": max(1, self.newest - back)})
+        other = r.choice(self.names)
+        then: list[dict[str, Any]] = [{"op": "put", "key": key, "value": r.randrange(VALUES)}]
+        if r.random() < 0.2:
+            then = [{"op": "delete", "key": key}] if "delete" in self.fs else then
+        orelse = (
+            [{"op": "put", "key": other, "value": r.randrange(VALUES)}] if r.random() < 0.5 else []
+        )
+        value = {"if": [_condition(r, key)], "then": then, "else": orelse}
+        return Op(f="invoke", key=key, value=value)
+
+    def op(self, ctx: Context) -> Result:
+        return self.gen.op(ctx)
+
+    def update(self, ctx: Context, event: Event) -> None:
+        if isinstance(event, Completion) and event.type == "ok":
+            rev = revision_in(event.value)
+            if rev is not None:
+                self.newest = max(self.newest, rev)
+
+
+def revision_in(value: Any) -> int | None:
+    """The revision a completion reports (int result, or a dict's `revision`)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("revision"), int):
+        return int(value["revision"])
+    return None
+
+
+def metastore_ops(
+    rng: random.Random, keys: int = DEFAULT_KEYS, mix: Sequence[tuple[str, float]] = BASIC_MIX
+) -> Generator:
+    """An endless seeded stream of metastore ops (see `MetastoreOps`)."""
+    return MetastoreOps(rng, keys, mix)
+
+
+def final_reads(keys: int = DEFAULT_KEYS) -> list[Op]:
+    """One read per key after healing."""
+    return [Op(f="get", key=k) for k in key_names(keys)]
+
+
+class WatchGen(Generator):
+    """Back-to-back watches of PREFIX, each resuming after the last delivered revision."""
+
+    def __init__(self) -> None:
+        self.next_revision = 1
+
+    def op(self, ctx: Context) -> Result:
+        """The next watch (one at a time per thread)."""
+        return Op(f="watch", value={"prefix": PREFIX, "from": self.next_revision},
+                  time_ns=ctx.time_ns)  # fmt: skip
+
+    def update(self, ctx: Context, event: Event) -> None:
+        """Resume after the last revision the completed watch delivered."""
+        if isinstance(event, Completion) and event.op.f == "watch":
+            events = event.value if isinstance(event.value, list) else []
+            if events:
+                self.next_revision = max(int(e["revision"]) for e in events) + 1
+
+
+def _reply(out: Outcome, node_of: Mapping[str, str], value: Any = None) -> Reply:
+    node = node_of.get(out.url or "")
+    if out.ok:
+        return Reply(type="ok", value=value, node=node)
+    return Reply(type="fail" if out.type == "fail" else "info", error=out.error, node=node)
+
+
+class EmberMetaWorker:
+    """Runs metastore ops against ember's /meta API (follows 421 to the leader)."""
+
+    def __init__(self, client: EmberClient, node_of: Mapping[str, str]) -> None:
+        self.client, self.node_of = client, node_of
+        self._leader: str | None = None
+
+    async def _call(self, op: str, body: dict[str, Any]) -> Outcome:
+        out = await self.client.request("POST", f"/meta/{op}", body, base=self._leader)
+        if out.ok:
+            self._leader = out.url
+        elif out.status is None or out.status >= 500:
+            self._leader = None  # down or leaderless: the next call starts elsewhere
+            self.client._next += 1
+        return out
+
+    async def invoke(self, op: Op) -> Reply:
+        """get / put / delete / invoke / range; anything else is a harness bug (info)."""
+        key = op.key or ""
+        if op.f in ("get", "put", "delete"):
+            body: dict[str, Any] = {"key": key}
+            if op.f == "put":
+                body["value"] = op.value
+            out = await self._call(op.f, body)
+            v = out.value if isinstance(out.value, dict) else {}
+            if op.f == "get":
+                got = {k: v.get(k) for k in ("value", "mod_revision", "revision")}
+                return _reply(out, self.node_of, got)
+            return _reply(out, self.node_of, v.get("revision"))
+        if op.f == "invoke":
+            out = await self._call("invoke", dict(op.value))
+            v = out.value if isinstance(out.value, dict) else {}
+            return _reply(out, self.node_of, {"succeeded": v.get("succeeded"),
+                                               "revision": v.get("revision")})  # fmt: skip
+        if op.f == "range":
+            at = int(op.value["revision"])
+            out = await self._call("range", {"prefix": key, "revision": at})
+            v = out.value if isinstance(out.value, dict) else {}
+            kvs = [{k: kv.get(k) for k in ("key", "value", "mod_revision")}
+                   for kv in v.get("kvs") or []]  # fmt: skip
+            return _reply(out, self.node_of, {"at": v.get("revision", at), "kvs": kvs})
+        return Reply(type="info", error=f"metastore workload has no op {op.f!r}")
+
+
+class EmberWatchWorker:
+    """Watches ember's /meta/watch stream on a random metastore replica."""
+
+    def __init__(self, urls: Sequence[str], node_of: Mapping[str, str], rng: random.Random,
+                 watch_s: float = WATCH_S) -> None:  # fmt: skip
+        self.urls, self.node_of, self.rng, self.watch_s = list(urls), node_of, rng, watch_s
+        self._session: aiohttp.ClientSession | None = None
+
+    async def close(self) -> None:
+        """Close the HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+
+    async def invoke(self, op: Op) -> Reply:
+        """Watch for `watch_s`: ok with the events, info with them when cut off early."""
+        url = self.rng.choice(self.urls)
+        events: list[dict[str, Any]] = []
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        try:
+            error = await asyncio.wait_for(self._stream(url, op.value, events), self.watch_s)
+        except TimeoutError:
+            error = None  # the watch ran its whole time: a normal end
+        except (aiohttp.ClientError, OSError, ValueError) as exc:
+            error = f"watch cut off: {type(exc).__name__}: {exc}"
+        node = self.node_of.get(url)
+        if error is None:
+            return Reply(type="ok", value=events, node=node)
+        return Reply(type="info", value=events, error=error, node=node)
+
+    async def _stream(self, url: str, spec: dict[str, Any], events: list[dict[str, Any]]) -> str:
+        assert self._session is not None
+        params = {"prefix": str(spec["prefix"]), "from": str(spec["from"])}
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=1.0, sock_read=3.0)
+        for _ in range(2):  # a non-replica answers 421 naming one
+            async with self._session.get(f"{url}/meta/watch", params=params,
+                                         timeout=timeout) as resp:  # fmt: skip
+                if resp.status == 421:
+                    doc = await resp.json(content_type=None)
+                    url = str(doc.get("leader_url") or url)
+                    continue
+                if resp.status != 200:
+                    return f"watch refused: HTTP {resp.status}"
+                async for line in resp.content:
+                    if not line.strip():
+                        continue
+                    item = json.loads(line)
+                    if "error" in item:
+                        return f"watch ended: {item['error']}"
+                    if "revision" in item and "key" in item:
+                        events.append({k: item.get(k) for k in ("key", "revision", "type",
+                                                                  "value")})  # fmt: skip
+                return "watch stream closed by the node"
+        return "watch redirected too often"
