@@ -74,6 +74,8 @@ def maybe_finish_catchup(n: RawNode) -> None:
         return
     if n.conf_index > n.log.committed:
         return  # wait: at most one uncommitted configuration entry
+    if "skip-catchup" not in n._bugs and _rewait_fallen_behind(n, ctx):
+        return
     if "skip-joint" in n._bugs:  # PLANTED BUG: straight to C(new)
         ctx.fire(Event.SKIP_JOINT)
         conf = ctx.target
@@ -82,6 +84,25 @@ def maybe_finish_catchup(n: RawNode) -> None:
         conf = confchange.enter_joint(n.conf, ctx.target)
     emit_stage(n)
     append_config(n, ctx, conf)
+
+
+def _rewait_fallen_behind(n: RawNode, ctx: ChangeContext) -> bool:
+    """Catch-up ends when ALL new peers are within the margin at once (seed 000):
+    a peer that caught up early and fell behind while another was still
+    catching up (isolated meanwhile, say) is waited for again."""
+    for p in ctx.new_voters():
+        if p not in n._prs:
+            n._prs[p] = lead.new_progress(n, p)
+    behind = [
+        p for p in ctx.new_voters()
+        if not n._prs[p].acked or n.log.last_index - n._prs[p].match > n.cfg.catchup_margin
+    ]  # fmt: skip
+    ctx.start_waits(behind)
+    for p in behind:
+        n._emit("catchup-start", peer=p, margin=n.cfg.catchup_margin,
+                leader_last=n.log.last_index, match=n._prs[p].match, again=True)  # fmt: skip
+        lead.send_append(n, p, allow_empty=True)
+    return bool(behind)
 
 
 def append_config(n: RawNode, ctx: ChangeContext, conf: ConfState) -> None:
