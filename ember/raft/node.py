@@ -225,7 +225,11 @@ class RawNode:
             or self.log.pending_snapshot is not None
             or self.log.stable_last < self.log.last_index
             or self.log.applied < self.log.committed
-            or self._hard_state() != self._prev_hs
+            # Field by field: the node loop asks every group on every wake-up,
+            # and building a HardState to compare is most of that cost.
+            or self.term != self._prev_hs.term
+            or self.vote != self._prev_hs.vote
+            or self.log.committed != self._prev_hs.commit
         )
 
     def ready(self) -> Ready:
