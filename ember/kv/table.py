@@ -19,7 +19,6 @@ the majority's writes: the linearizability checker must find it.
 from __future__ import annotations
 
 import asyncio
-import time
 import zlib
 from typing import Any
 
@@ -73,7 +72,6 @@ class KvTable:
         ResultUnknown (timeout after proposing), ProposalDropped (another
         entry took its index) or OutcomeUnknown.
         """
-        deadline = time.monotonic() + timeout_s
         group = self.group_of(cmd.key)
         if self.runtime.failpoints.any_enabled and self.runtime.failpoints.hit(
             "kv.ack-before-commit"
@@ -84,21 +82,18 @@ class KvTable:
                 )
             except TimeoutError:
                 raise ResultUnknown(f"{group} did not answer within {timeout_s:.3f}s") from None
+        proposal = self.runtime.submit(group, encode_command(cmd))
         try:
-            fut = await asyncio.wait_for(
-                self.runtime.propose(group, encode_command(cmd)), timeout_s
-            )
+            async with asyncio.timeout(timeout_s):
+                return await proposal.future
         except TimeoutError:
-            # wait_for cancelled the queued call, and the loop skips cancelled
-            # calls, so the command never reached the log.
+            if proposal.proposed:
+                raise ResultUnknown(
+                    f"proposed to {group} but not applied within {timeout_s:.3f}s"
+                ) from None
+            # The timeout cancelled the future, and the loop skips a cancelled
+            # proposal, so the command never reached the log.
             raise NotProposed(f"not proposed within {timeout_s:.3f}s (node busy)") from None
-        remaining = max(0.0, deadline - time.monotonic())
-        try:
-            return await asyncio.wait_for(asyncio.shield(fut), remaining)
-        except TimeoutError:
-            raise ResultUnknown(
-                f"proposed to {group} but not applied within {timeout_s:.3f}s"
-            ) from None
 
 
 def _answer_from_log(group: Group, cmd: Command) -> Any:

@@ -63,6 +63,34 @@ class OutcomeUnknown(Exception):  # noqa: N818 -- reads as the outcome it report
     """The proposal may or may not have been applied (e.g. a snapshot covered it)."""
 
 
+class Proposal:
+    """A command on its way into a group's log, with ONE future for its whole life.
+
+    The node loop runs it between rounds (`run`); the future then becomes the
+    command's applied result, or NotLeader etc. if it never reached the log.
+    `proposed` tells a caller that gave up which of the two it was: a cancelled
+    future is skipped by `run`, so a proposal cancelled before it ran was
+    certainly not applied. One future instead of a queued call plus a waiter
+    (and the task `wait_for` wraps the call in) spares every write those.
+    """
+
+    __slots__ = ("data", "future", "group_id", "proposed")
+
+    def __init__(self, group_id: GroupId, data: bytes, future: asyncio.Future[Any]) -> None:
+        self.group_id = group_id
+        self.data = data
+        self.future = future
+        self.proposed = False
+
+    def run(self, group: Group) -> None:
+        """Append to `group`'s log and wait on the entry (raises NotLeader)."""
+        if self.future.done():
+            return  # the caller gave up (timeout): do not append it now
+        index = group.raw.propose(self.data)
+        self.proposed = True
+        group.waiters[index] = (group.raw.term, self.future)
+
+
 class Group:
     """A Raft group hosted on this node."""
 
