@@ -96,6 +96,7 @@ class NemesisSchedule(Generator):
         end_s: float = 60.0,
         phases: Sequence[str] = DEFAULT_PHASES,
         max_faults: int | None = None,
+        targets: Sequence[str] | None = None,
     ) -> None:
         bad = sorted(set(kinds) - set(FAULT_KINDS))
         if bad:
@@ -116,6 +117,13 @@ class NemesisSchedule(Generator):
         self.mode = mode
         self.groupings: tuple[str, ...] = MIX_GROUPINGS if mix else GROUPINGS
         self.targets: tuple[str, ...] = MIX_TARGETS if mix else TARGETS
+        if targets is not None:  # aim kills and pauses at these only
+            known = list(dict.fromkeys([*TARGETS, *MIX_TARGETS]))
+            bad = sorted(set(targets) - set(known))
+            if bad or not targets:
+                what = repr(bad[0]) if bad else "(none given)"
+                raise ValueError(f"unknown nemesis target {what}; known: {', '.join(known)}")
+            self.targets = tuple(targets)
         self.gap_ns = int(gap_s * NS_PER_S)
         self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)
@@ -191,7 +199,8 @@ class NemesisSchedule(Generator):
         value["duration_s"] = round(low + self.rng.random() * (high - low), 3)
         if trigger is not None:
             value["trigger"] = {k: trigger.get(k) for k in
-                                ("group", "stage", "node", "joining", "peers", "wall")}  # fmt: skip
+                                ("group", "stage", "node", "joining", "peers", "wall",
+                                 "seen_wall")}  # fmt: skip
             value["group"] = trigger.get("group")
         return Op(f=kind, value=value)
 

@@ -85,12 +85,15 @@ class NemesisWorker:
         if op.f in ("heal-partition", "start", "resume", "heal-slow"):
             return self._heal(str(v.get("kind")), v)
         rng = random.Random(v.get("seed", 0))
+        started = time.time()
         fault, extra = self._apply(op.f, v, rng)
         applied = time.time()
-        extra = {**extra, "applied_wall": round(applied, 6)}
-        wall = (v.get("trigger") or {}).get("wall")
-        if isinstance(wall, int | float):
-            extra["reaction_ms"] = round((applied - wall) * 1000, 1)
+        extra = {**extra, "applied_wall": round(applied, 6),
+                 "apply_ms": round((applied - started) * 1000, 1)}  # fmt: skip
+        trigger = v.get("trigger") or {}
+        for key, field in (("wall", "reaction_ms"), ("seen_wall", "seen_to_applied_ms")):
+            if isinstance(trigger.get(key), int | float):
+                extra[field] = round((applied - trigger[key]) * 1000, 1)
         self.active[op.f] = (fault, extra)
         return {**v, **fault.as_value(), **extra}
 
@@ -99,8 +102,10 @@ class NemesisWorker:
             {"isolate-leader": "leader", "isolate-joining": "joining"}.get(v.get("grouping", ""))
         )
         if target in ("leader", *ROLE_TARGETS):
+            started = time.time()
             found = self.resolver.resolve(str(target), v, rng)
-            return found.node, {"resolved": found.resolved, "node": found.node}
+            took = round((time.time() - started) * 1000, 1)
+            return found.node, {"resolved": found.resolved, "node": found.node, "resolve_ms": took}
         if target == "joining":
             joining = (v.get("trigger") or {}).get("joining") or []
             if joining:
