@@ -84,19 +84,19 @@ def handle_append(n: RawNode, m: AppendEntries) -> None:
         prev_index = committed
         prev_term = n.log.term(committed) or 0
         if not entries:
-            append_resp(n, m.src, True, committed)
+            append_resp(n, m.src, True, committed, read_ctx=m.read_ctx)
             return
     old_last, old_commit = n.log.last_index, n.log.committed
     res = n.log.maybe_append(prev_index, prev_term, entries, m.commit)
     if res is None:
-        append_resp(n, m.src, False, m.prev_index, hint=reject_hint(n, m))
+        append_resp(n, m.src, False, m.prev_index, hint=reject_hint(n, m), read_ctx=m.read_ctx)
         return
     last_new, truncated_at = res
     start = truncated_at if truncated_at is not None else old_last + 1
     on_appended(n, [e for e in entries if e.index >= start], truncated=truncated_at is not None)
     if n.log.committed > old_commit:
         on_commit_advanced(n, old_commit)
-    append_resp(n, m.src, True, last_new)
+    append_resp(n, m.src, True, last_new, read_ctx=m.read_ctx)
 
 
 def reject_hint(n: RawNode, m: AppendEntries) -> int:
@@ -108,7 +108,9 @@ def reject_hint(n: RawNode, m: AppendEntries) -> int:
     return max(idx, 0)
 
 
-def append_resp(n: RawNode, to: str, ok: bool, index: int, hint: int = 0) -> None:
+def append_resp(
+    n: RawNode, to: str, ok: bool, index: int, hint: int = 0, read_ctx: int = 0
+) -> None:
     """Queue an AppendEntriesResp to `to`."""
     # On success match_index is what we hold; on rejection it echoes the
     # rejected prev_index so the leader can tell a stale answer.
@@ -122,6 +124,7 @@ def append_resp(n: RawNode, to: str, ok: bool, index: int, hint: int = 0) -> Non
             match_index=index,
             reject_hint=hint,
             last_index=n.log.last_index,
+            read_ctx=read_ctx,
         )
     )
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from . import _follower as fol
 from . import _membership as mem
+from . import _read as rd
 from . import quorum
 from .messages import (
     AppendEntries,
@@ -152,7 +153,7 @@ def send_snapshot(n: RawNode, to: NodeId, pr: Progress) -> bool:
     return True
 
 
-def send_heartbeat(n: RawNode, to: NodeId) -> None:
+def send_heartbeat(n: RawNode, to: NodeId, read_ctx: int = 0) -> None:
     """An empty append anchored at `to`'s match: always accepted."""
     pr = n._prs[to]
     prev = pr.match if pr.state != "snapshot" else 0
@@ -168,6 +169,7 @@ def send_heartbeat(n: RawNode, to: NodeId) -> None:
             prev_index=prev,
             prev_term=prev_term,
             commit=min(n.log.committed, prev),
+            read_ctx=read_ctx,
         )
     )
 
@@ -210,6 +212,9 @@ def handle_append_resp(n: RawNode, m: AppendEntriesResp) -> None:
     if pr is None:
         return
     pr.recent_active = True
+    if m.read_ctx:
+        # Any answer at our term (a rejection too) shows `m.src` still follows us.
+        rd.on_ack(n, m.src, m.read_ctx)
     if not m.success:
         if pr.maybe_decrease(m.match_index, m.reject_hint):
             send_append(n, m.src)

@@ -87,6 +87,8 @@ class AppendEntries(_Msg, frozen=True, kw_only=True):
     prev_term: int
     entries: tuple[Entry, ...] = ()
     commit: int = 0
+    # A ReadIndex heartbeat's context, echoed in the answer (0: none).
+    read_ctx: int = 0
 
 
 class AppendEntriesResp(_Msg, frozen=True, kw_only=True):
@@ -96,6 +98,7 @@ class AppendEntriesResp(_Msg, frozen=True, kw_only=True):
     match_index: int = 0
     reject_hint: int = 0
     last_index: int = 0
+    read_ctx: int = 0  # echoes the append's
 
 
 class RequestVote(_Msg, frozen=True, kw_only=True):

@@ -33,7 +33,7 @@ from . import _election as elec
 from . import _follower as fol
 from . import _leader as lead
 from . import _membership as mem
-from . import confchange, quorum
+from . import _read, confchange, quorum
 from .changepeers import ChangeContext, Event
 from .errors import ChangeBusy, InvalidConfig, NotLeader, StaleToken, WrongTerm
 from .facade import (
@@ -120,6 +120,12 @@ class RawNode:
         self._events: list[dict[str, Any]] = []
         self._results: list[ChangeResult] = []
         self._prev_hs = HardState(term=self.term, vote=self.vote, commit=self.log.committed)
+        # ReadIndex (see _read): (context, read index) waiting for a quorum /
+        # confirmed; the highest context each peer answered in this term.
+        self._read_seq = 0
+        self._reads_pending: list[tuple[int, int]] = []
+        self._reads_ready: list[tuple[int, int]] = []
+        self._read_acks: dict[NodeId, int] = {}
 
     # ------------------------------------------------------------------ facade
 
@@ -206,6 +212,20 @@ class RawNode:
             lead.send_timeout_now(self, to)
         else:
             lead.send_append(self, to)
+
+    def read_index(self) -> int:
+        """Start a linearizable read; returns its context (see `_read`).
+
+        Raises NotLeader on a non-leader, and on a leader whose commit index
+        is not yet known to be current (nothing committed in its term).
+        """
+        return _read.read_index(self)
+
+    def take_reads(self) -> list[tuple[int, int]]:
+        """(context, read index) of every read confirmed since the last call:
+        serve each once the state machine has applied its read index."""
+        reads, self._reads_ready = self._reads_ready, []
+        return reads
 
     def compact(self, index: int, data: bytes) -> Snapshot:
         """The application snapshotted its state at applied `index`; returns the
@@ -328,6 +348,7 @@ class RawNode:
         self._timeout = self._random_timeout()
         self._transferee = None
         self._votes = {}
+        _read.forget_pending(self)
         if self.role != "leader":
             self._prs = {}
 
