@@ -25,14 +25,15 @@ Reaction latency: every phase-triggered completion carries `reaction_ms`,
 the trigger event's `wall` to the moment the fault's commands returned
 (and `seen_to_applied_ms`, `apply_ms`, `resolve_ms` for the parts).
 Measured on the 5-node docker cluster of this 2-core CI box
-(tests/nemesis/test_role_kills_docker.py, kills of the placement driver
-and of primaries at pending / joint, 10 kills): before, 230-1025 ms,
-median 665 ms, of which ~500 ms was `tail -F` polling once a second
-(GNU tail cannot use inotify on overlayfs) and one SSH round trip was the
-separate pid lookup. Now (tail polls every 20 ms; kill and pause in one
-round trip): 58-227 ms, median 82 ms: the tail 2-19 ms, resolving the
-driver or primary over GET /admin/placement 22-147 ms, the kill ~20-60
-ms. A `leader` kill at a change-stage needs no resolution round trip.
+(tests/nemesis/test_role_kills_docker.py: 10 kills of the placement driver
+or a primary at pending / joint). With `tail -F` at its default: 230-1025
+ms, median 665 ms, ~500 ms of it the tail, which polls once a second (GNU
+tail cannot use inotify on overlayfs). Polling every 20 ms: 58-227 ms,
+median 82 ms; the tail 2-19 ms, resolving the driver or primary over GET
+/admin/placement 22-147 ms, the kill itself the rest. Kills and pauses
+look up the pid and signal in one SSH round trip (`process.kill_now`):
+median 28 ms against 80 ms for lookup then kill (20 kills, same box). A
+`leader` kill at a change-stage needs no resolution round trip at all.
 """
 
 from __future__ import annotations
