@@ -223,7 +223,9 @@ class NemesisSchedule(Generator):
             # Heal whatever happened: a fault that failed half-way is undone too.
             self.active = event.op
             self.heal_at_ns = event.time_ns + int(event.op.value["duration_s"] * NS_PER_S)
-            if "trigger" in event.op.value and self.phases:
+            if self.phases:
+                # After timed faults too: a phase the run never reaches (no
+                # rebalance in it) must not keep every later fault timed.
                 self.wanted = self.phase_rng.choice(self.phases)
         else:
             self.active = None

@@ -205,3 +205,12 @@ def test_an_unresolved_fault_is_not_healed() -> None:
         out = gen.op(_ctx(t))
         nxt = out if isinstance(out, Op) else None
     assert nxt.f == "kill"
+
+
+def test_a_phase_the_run_never_reaches_does_not_stop_phase_faults() -> None:
+    """Waiting for pending in a run without rebalances: after a timed fault it waits for another."""
+    gen = NemesisSchedule(random.Random(12), ["mix"], gap_s=1, end_s=60)
+    assert gen.wanted != "joint"
+    joint = {"group": "part-0", "stage": "joint", "node": "n1", "joining": []}
+    ops = _play(gen, 60, {t * S // 10: joint for t in range(1, 600)})
+    assert sum(1 for o in _faults(ops) if "trigger" in o.value) >= 2
