@@ -2,9 +2,9 @@
 
 Each normal log entry is a msgpack-encoded `Command`. Applying it is
 deterministic, so every replica that applies the same entries holds the same
-map; a read (`get`) also goes through the log, which is what makes it
-linearizable without a lease or ReadIndex in the core: the answer reflects
-every write committed before the read's entry. Every applied entry (normal,
+map. The KV table serves reads by ReadIndex (no entry), but a `get` in the
+log is still applied as a read, so logs written that way replay the same.
+Every applied entry (normal,
 config or noop) folds into a running SHA-256, so replicas compare state with
 one digest (the `applied` audit event, docs/events.md).
 """

@@ -1,9 +1,12 @@
 """The user table: keys hashed to partitions, each partition a Raft group.
 
-Every operation, reads included, is proposed to its partition's log on the
-partition's leader and answered once applied: a read's entry is ordered
-after every write committed before it, so reads are linearizable, and a
-follower, a learner or a replica still catching up never answers one from
+Every write is proposed to its partition's log on the partition's leader
+and answered once applied. A read goes through ReadIndex instead of the log
+(ember.raft._read): the leader takes its commit index, confirms with one
+heartbeat round that a quorum still follows it, and answers from its state
+machine once that index is applied, so a read sees every write acknowledged
+before it began, and costs no log entry and no fsync. Only the leader reads:
+a follower, a learner or a replica still catching up never answers one from
 its own (possibly stale) state. A request that reaches a non-leader raises
 NotLeader with the leader's id, which the API turns into the leader's
 address for the client to retry there.
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
+from functools import partial
 from typing import Any
 
 from ember.kv.statemachine import (
@@ -30,7 +34,7 @@ from ember.kv.statemachine import (
     encode_command,
 )
 from ember.raft import NotLeader
-from ember.runtime.group import Group, StateMachine
+from ember.runtime.group import Group, PendingRead, Proposal, StateMachine
 from ember.runtime.node import NodeRuntime, partition_group
 
 DEFAULT_PARTITIONS = 8
@@ -82,7 +86,18 @@ class KvTable:
                 )
             except TimeoutError:
                 raise ResultUnknown(f"{group} did not answer within {timeout_s:.3f}s") from None
-        proposal = self.runtime.submit(group, encode_command(cmd))
+        loop = asyncio.get_running_loop()
+        if cmd.op == "get":
+            read = PendingRead(group, partial(_read_key, cmd.key), loop.create_future())
+            self.runtime.submit(read)
+            try:
+                async with asyncio.timeout(timeout_s):
+                    return await read.future
+            except TimeoutError:
+                # A read changes nothing: not served is as good as not sent.
+                raise NotProposed(f"read not served within {timeout_s:.3f}s") from None
+        proposal = Proposal(group, encode_command(cmd), loop.create_future())
+        self.runtime.submit(proposal)
         try:
             async with asyncio.timeout(timeout_s):
                 return await proposal.future
@@ -94,6 +109,13 @@ class KvTable:
             # The timeout cancelled the future, and the loop skips a cancelled
             # proposal, so the command never reached the log.
             raise NotProposed(f"not proposed within {timeout_s:.3f}s (node busy)") from None
+
+
+def _read_key(key: str, sm: StateMachine) -> Any:
+    """A get, run in the node loop once the read index is applied."""
+    if not isinstance(sm, PartitionMachine):
+        raise TypeError("not a KV partition")
+    return sm.state.data.get(key)
 
 
 def _answer_from_log(group: Group, cmd: Command) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from ember.raft import (
@@ -23,6 +23,7 @@ from ember.raft import (
     InstallSnapshot,
     Message,
     NodeId,
+    NotLeader,
     RaftConfig,
     RawNode,
     Ready,
@@ -91,6 +92,28 @@ class Proposal:
         group.waiters[index] = (group.raw.term, self.future)
 
 
+class PendingRead:
+    """A linearizable read: `fn(state machine)` runs in the node loop once the
+    group's leader has confirmed a read index (ReadIndex, see ember.raft._read)
+    and applied up to it. The future gets fn's result, or NotLeader if this
+    replica cannot serve it. Reads queued in one drain share one read index.
+    """
+
+    __slots__ = ("fn", "future", "group_id")
+
+    def __init__(
+        self, group_id: GroupId, fn: Callable[[Any], Any], future: asyncio.Future[Any]
+    ) -> None:
+        self.group_id = group_id
+        self.fn = fn
+        self.future = future
+
+    def run(self, group: Group) -> None:
+        """Queue the read for the group's next read index."""
+        if not self.future.done():
+            group.read_batch.append(self)
+
+
 class Group:
     """A Raft group hosted on this node."""
 
@@ -129,6 +152,70 @@ class Group:
         self.waiters: dict[int, tuple[int, asyncio.Future[Any]]] = {}
         self.tickets: dict[int, asyncio.Future[ChangeResult]] = {}
         self._snap_mark: tuple[int, bytes] | None = None
+        # Reads: queued this drain / waiting for a quorum (by context: term,
+        # reads) / confirmed, waiting for apply (read index, reads).
+        self.read_batch: list[PendingRead] = []
+        self.reads: dict[int, tuple[int, list[PendingRead]]] = {}
+        self.confirmed: list[tuple[int, list[PendingRead]]] = []
+
+    @property
+    def has_reads(self) -> bool:
+        """Whether any read waits here (the loop skips groups without one)."""
+        return bool(self.read_batch or self.reads or self.confirmed)
+
+    def start_reads(self) -> None:
+        """Ask the Raft core for ONE read index for every read queued since the last call."""
+        batch = [r for r in self.read_batch if not r.future.done()]
+        self.read_batch = []
+        if not batch:
+            return
+        try:
+            ctx = self.raw.read_index()
+        except NotLeader as err:
+            _fail(batch, err)
+            return
+        self.reads[ctx] = (self.raw.term, batch)
+
+    def serve_reads(self) -> None:
+        """Serve confirmed reads whose index is applied; fail those that lost their leader."""
+        for ctx, index in self.raw.take_reads():
+            waiting = self.reads.pop(ctx, None)
+            if waiting is not None:
+                self.confirmed.append((index, waiting[1]))
+        lost = [
+            c for c, (term, _) in self.reads.items()
+            if self.raw.role != "leader" or term != self.raw.term
+        ]  # fmt: skip
+        if lost:
+            # The core forgot them with its role: never confirmed, never will be.
+            err = NotLeader(f"leadership of {self.id} moved before the read was confirmed",
+                            self.raw.leader)  # fmt: skip
+            for c in lost:
+                _fail(self.reads.pop(c)[1], err)
+        if not self.confirmed:
+            return
+        applied, still = self.sm.applied, []
+        for index, batch in self.confirmed:
+            if index > applied:
+                still.append((index, batch))
+                continue
+            for read in batch:
+                if read.future.done():
+                    continue
+                try:
+                    read.future.set_result(read.fn(self.sm))
+                except Exception as exc:  # handed to the caller
+                    read.future.set_exception(exc)
+        self.confirmed = still
+
+    def fail_reads(self, err: Exception) -> None:
+        """Fail every read waiting here (the replica stops)."""
+        _fail(self.read_batch, err)
+        for _, batch in self.reads.values():
+            _fail(batch, err)
+        for _, batch in self.confirmed:
+            _fail(batch, err)
+        self.read_batch, self.reads, self.confirmed = [], {}, []
 
     def persist(self, rd: Ready) -> bool:
         """Stage a Ready's snapshot, entries and hard state (durable at commit).
@@ -264,3 +351,9 @@ class Group:
             "token": st.token,
             "progress": st.progress,
         }
+
+
+def _fail(reads: list[PendingRead], err: Exception) -> None:
+    for read in reads:
+        if not read.future.done():
+            read.future.set_exception(err)

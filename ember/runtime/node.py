@@ -63,7 +63,7 @@ from ember.raft import (
 )
 from ember.runtime.config import NodeConfig
 from ember.runtime.events import config_event, replica_event
-from ember.runtime.group import Group, OutcomeUnknown, Proposal, StateMachine
+from ember.runtime.group import Group, OutcomeUnknown, PendingRead, Proposal, StateMachine
 from ember.storage import NodeStorage
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,10 @@ class NodeRuntime:
             rng=random.Random(rng.getrandbits(64)),
         )
         self._inbox: deque[
-            Message | Proposal | tuple[GroupId, Callable[[Group], Any], asyncio.Future[Any]]
+            Message
+            | Proposal
+            | PendingRead
+            | tuple[GroupId, Callable[[Group], Any], asyncio.Future[Any]]
         ]
         self._inbox = deque()
         self._ticks = 0
@@ -176,7 +179,7 @@ class NodeRuntime:
         self._syncer.shutdown(wait=False)
         for item in self._inbox:
             fut = item[2] if isinstance(item, tuple) else None
-            if isinstance(item, Proposal):
+            if isinstance(item, Proposal | PendingRead):
                 fut = item.future
             if fut is not None and not fut.done():
                 fut.set_exception(NodeStopping("node stopping"))
@@ -231,18 +234,16 @@ class NodeRuntime:
 
         return await self.call(group_id, do)
 
-    def submit(self, group_id: GroupId, data: bytes) -> Proposal:
-        """Queue `data` for the group's log without waiting (see `Proposal`).
+    def submit(self, item: Proposal | PendingRead) -> None:
+        """Queue a proposal or a read without waiting; its future tells the outcome.
 
         Raises KeyError / NotLeader (stopped replica) / NodeStopping at once.
         """
-        self._hosted(group_id)
+        self._hosted(item.group_id)
         if self._stopping:
             raise NodeStopping("node stopping")
-        proposal = Proposal(group_id, data, asyncio.get_running_loop().create_future())
-        self._inbox.append(proposal)
+        self._inbox.append(item)
         self._wake.set()
-        return proposal
 
     async def change_peers(
         self,
@@ -297,6 +298,7 @@ class NodeRuntime:
             if not ticket.done():
                 ticket.set_exception(OutcomeUnknown(f"the replica of {group_id} was stopped"))
         group.tickets.clear()
+        group.fail_reads(NotLeader(f"the replica of {group_id} was stopped", None))
         self.audit.record(replica_event("replica-stopped", group, reason), group_id)
         return True
 
@@ -328,13 +330,22 @@ class NodeRuntime:
             await self._wake.wait()
             self._wake.clear()
             self._drain()
+            self._serve_reads()
             readies = [(g, g.raw.ready()) for g in self.groups.values() if g.raw.has_ready()]
             if not readies:
                 continue
             await self._round(readies)
             self.rounds += 1
+            self._serve_reads()
             # Advancing may leave more work (e.g. entries committed meanwhile).
             self._wake.set()
+
+    def _serve_reads(self) -> None:
+        # Reads of this drain get one read index per group; applied ones are answered.
+        for group in self.groups.values():
+            if group.has_reads:
+                group.start_reads()
+                group.serve_reads()
 
     def _drain(self) -> None:
         ticks, self._ticks = self._ticks, 0
@@ -343,7 +354,7 @@ class NodeRuntime:
                 group.raw.tick()
         while self._inbox:
             item = self._inbox.popleft()
-            if isinstance(item, Proposal):
+            if isinstance(item, Proposal | PendingRead):
                 try:
                     item.run(self._hosted(item.group_id))
                 except Exception as exc:  # handed to the caller
