@@ -60,3 +60,46 @@ def test_non_leader_answers_with_leader_address(make_cluster: MakeCluster) -> No
     assert doc["outcome"] == "fail"
     code, doc = cluster.call(follower, "GET", "/kv/x")
     assert code == 421, "a follower must never answer a read from its own state"
+
+
+def test_a_cut_off_leader_never_serves_a_stale_read(make_cluster: MakeCluster) -> None:
+    """ReadIndex on real nodes: a leader that cannot reach a quorum confirms no
+    read, so while the others elect a new leader and overwrite the key, the old
+    leader answers no read at all, never the old value."""
+    cluster = make_cluster(
+        ["n1", "n2", "n3"], extra=["--partitions", "1", "--election-timeout-ticks", "50"]
+    )
+    cluster.start_all()
+    old = cluster.wait_leader("part-0")
+    others = [n for n in cluster.names if n != old]
+
+    async def write(urls: list[str], value: int) -> None:
+        async with EmberClient(urls, partitions=1) as c:
+            assert (await c.put("k", value)).type == "ok"
+
+    asyncio.run(write([cluster.url(old)], 1))
+    code, doc = cluster.call(old, "POST", "/admin/failpoints/raft.message.drop", {"probability": 1})
+    assert code == 200, doc
+
+    # Straight to the old leader (no redirect-following client): while it still
+    # believes it leads, and again once the others moved on without it.
+    for phase in ("cut off", "replaced"):
+        if phase == "replaced":
+            new = cluster.wait_leader("part-0", among=others)
+            asyncio.run(write(cluster.urls(others), 2))
+        code, doc = cluster.call(old, "GET", "/kv/k?timeout_s=1")
+        assert code != 200, f"{phase}: the old leader served a read: {doc}"
+        assert isinstance(doc, dict)
+        assert doc["outcome"] == "fail"
+    assert cluster.call(old, "DELETE", "/admin/failpoints/raft.message.drop")[0] == 200
+    cluster.wait_for(
+        lambda: cluster.status(old)["groups"]["part-0"]["leader"] == new, f"{old} to follow {new}"
+    )
+
+    async def final() -> object:
+        async with EmberClient(cluster.urls(), partitions=1) as c:
+            out = await c.get("k")
+            assert out.type == "ok", out
+            return out.value
+
+    assert asyncio.run(final()) == 2
