@@ -9,8 +9,10 @@ event, and every event that marks a phase is handed to `on_phase` at once:
   `change-done` as stage `done` (the STABLE entry committed);
 - `assignments-written` that writes a non-empty `pending` assignment (a
   rebalance starting), reported as stage `pending`; one that changes
-  `stable` is stage `switched` (the rebalance's done invoke). The schedule
-  uses the two to aim at the window between them (`pending-open`).
+  `stable` is stage `switched` (the rebalance's done invoke, or the zone's
+  creation). The schedule uses the two to aim at the window between them
+  (`pending-open`); a pending's joining peers are its peers minus the
+  group's stable assignment as last seen written.
 
 The observation names the group, stage, reporting node, the new peers, the
 joining peers (new minus old), which the nemesis uses to isolate or slow a
@@ -115,6 +117,7 @@ class PhaseWatcher:
         self.control, self.names, self.path = control, list(names), path
         self.on_phase = on_phase
         self.stages: dict[str, str] = {}
+        self.stable: dict[str, list[str]] = {}  # group -> its stable assignment, as last written
         self.seen = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -183,5 +186,13 @@ class PhaseWatcher:
         if event.get("kind") == "change-stage" and event.get("group"):
             self.stages[str(event["group"])] = str(event.get("stage"))
         obs = phase_of(event)
-        if obs is not None:
-            self.on_phase({**obs, "seen_wall": time.time()})
+        if obs is None:
+            return
+        group = str(obs.get("group"))
+        if obs["stage"] == "switched":
+            self.stable[group] = list(obs["peers"])
+        elif obs["stage"] == "pending" and group in self.stable:
+            # The replicas the rebalance adds: what slow catch-up and
+            # isolate-joining aim at in a rebalance window.
+            obs["joining"] = sorted(set(obs["peers"]) - set(self.stable[group]))
+        self.on_phase({**obs, "seen_wall": time.time()})

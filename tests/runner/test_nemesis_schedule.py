@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 from nemesis.generator import HEAL_OF, MIN_CYCLE_S, MIX_DURATION_S, PHASES, NemesisSchedule
-from nemesis.phase import phase_of
+from nemesis.phase import PhaseWatcher, phase_of
 from nemesis.targets import ROLE_TARGETS
 from workloads.generator import PENDING, Completion, Context, Observation, Op
 
@@ -214,3 +215,21 @@ def test_a_phase_the_run_never_reaches_does_not_stop_phase_faults() -> None:
     joint = {"group": "part-0", "stage": "joint", "node": "n1", "joining": []}
     ops = _play(gen, 60, {t * S // 10: joint for t in range(1, 600)})
     assert sum(1 for o in _faults(ops) if "trigger" in o.value) >= 2
+
+
+def test_a_pending_names_the_replicas_it_adds_to_the_last_stable() -> None:
+    """The watcher remembers each group's stable assignment; a pending's joining = new - stable."""
+    seen: list[dict] = []
+    watcher = PhaseWatcher(None, ["n1"], "/x", seen.append)  # type: ignore[arg-type]
+
+    def written(keys: dict) -> bytes:
+        return json.dumps({"kind": "assignments-written", "partition": 0, "wall": 1.0,
+                           "keys": keys}).encode()  # fmt: skip
+
+    watcher._handle(written({"stable": {"old": None, "new": ["n1", "n2", "n3"]}}))
+    watcher._handle(written({"pending": {"old": None, "new": ["n1", "n2", "n3", "n4", "n5"]}}))
+    watcher._handle(b'{"kind": "assignments-wri')  # a line cut by kill -9 is skipped
+    assert [o["stage"] for o in seen] == ["switched", "pending"]
+    assert seen[1]["joining"] == ["n4", "n5"]
+    assert seen[1]["group"] == "part-0"
+    assert seen[1]["seen_wall"] >= seen[1]["wall"]
