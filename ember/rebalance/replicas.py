@@ -25,6 +25,12 @@ placement driver, so a late event can never make it act on old keys):
 Partitions outside the zone are left alone: other workloads change their
 peers by hand.
 
+The set of stopped replicas is kept in `replicas.stopped` in the data dir
+and re-applied when the node starts, before the loop first ticks: a
+restarted node does not briefly run a replica it had stopped (one that may
+still believe itself a voter and campaign). The file is a hint, not a
+safety record: lost, the replica runs until the first pass stops it again.
+
 Lease handover: a node about to stop the replica of a partition whose
 primary lease it holds gives the lease up itself: `PrimaryAgent.revoke`
 (its job stops), then the lease key is deleted guarded on its mod revision
@@ -40,7 +46,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -154,6 +162,21 @@ class ReplicaManager:
         self.passes = 0
         self._kick = asyncio.Event()
         self._watch: asyncio.Task[None] | None = None
+        self._mark = runtime.cfg.data_dir / "replicas.stopped"
+        for gid in self._load():
+            runtime.stop_group(gid, "stopped before the restart")
+
+    def _load(self) -> list[str]:
+        try:
+            names = json.loads(self._mark.read_text())
+        except (FileNotFoundError, ValueError):
+            return []
+        return [str(n) for n in names] if isinstance(names, list) else []
+
+    def _save(self) -> None:
+        tmp = self._mark.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sorted(self.runtime.stopped)))
+        os.replace(tmp, self._mark)
 
     async def run(self) -> None:
         """Reconcile until cancelled: on every watch event, else every `tick_s`."""
@@ -203,6 +226,7 @@ class ReplicaManager:
         if a.mentions(me):
             if not running:
                 self.runtime.start_group(gid, "assigned")
+                self._save()
             return
         local = members(group.status()["conf"])
         if a.stable is None or (not running and me not in local):
@@ -213,12 +237,14 @@ class ReplicaManager:
             decision = decide(me, a, conf_in_force(local, await self._leader_view(gid)))
         if decision == "run" and not running:
             self.runtime.start_group(gid, "in the configuration in force")
+            self._save()
         elif decision == "stop" and running and await self._hand_over(p):
             # Read again after the awaits: a trigger may have assigned us meanwhile.
             fresh = await self.meta.range(assignments_prefix(ZONE, p))
             again = Assignment.from_keys({kv["key"]: kv for kv in fresh["kvs"]}, p)
             if not again.mentions(me) and again.stable is not None:
                 self.runtime.stop_group(gid, "not in the stable assignment")
+                self._save()
 
     async def _leader_view(self, gid: str) -> frozenset[str] | None:
         async def status(node: str) -> dict[str, Any] | None:
