@@ -17,7 +17,8 @@ Every applied fault's completion says which node it hit (`node`), how it
 was found (`resolved`), and when it was applied (`applied_wall`, Unix
 seconds); a phase-triggered one also its `reaction_ms` (the trigger
 event's `wall` to applied). A role nobody holds completes `info` with
-`unresolved` naming why, and nothing is applied (nor healed). Kills and
+`unresolved` naming why, and nothing is applied (nor healed); so does a
+kill or pause of a role holder whose process is not running. Kills and
 pauses of a pidfile daemon go through `nemesis.process.kill_now` /
 `pause_now`: one SSH round trip, so a fault lands inside short windows.
 
@@ -129,14 +130,16 @@ class NemesisWorker:
             return self._partition(v, rng)
         node, extra = self._target(v, rng)
         spec = self._one_trip()
-        if kind == "kill":
-            if spec is not None:
-                return process.kill_now(self.control, [node], spec), extra
-            return self.db.kill(self.control, [node]), extra
-        if kind == "pause":
-            if spec is not None:
-                return process.pause_now(self.control, [node], spec), extra
-            return self.db.pause(self.control, [node]), extra
+        if kind in ("kill", "pause"):
+            if spec is None:
+                fault = (self.db.kill if kind == "kill" else self.db.pause)(self.control, [node])
+            else:
+                now = process.kill_now if kind == "kill" else process.pause_now
+                fault = now(self.control, [node], spec)
+            if v.get("target") in ROLE_TARGETS and not (fault.detail.get("pids") or {}).get(node):
+                # The role's holder is down: that is no fault of ours to heal.
+                raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
+            return fault, extra
         if kind == "slow":
             return self._slow(node, extra)
         raise ValueError(f"unknown fault kind {kind!r}")

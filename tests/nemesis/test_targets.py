@@ -9,6 +9,9 @@ from typing import Any
 
 import pytest
 
+from harness.control import CommandResult
+from harness.db import ProcessDB
+from nemesis.process import ProcessSpec
 from nemesis.schedule import NemesisWorker
 from nemesis.targets import (
     Resolver,
@@ -139,3 +142,42 @@ def test_an_unresolved_target_completes_info_and_applies_nothing() -> None:
     assert reply.value["unresolved"].startswith("no node answered")
     assert db.killed == []
     assert not worker.active
+
+
+class PidControl(FakeControl):
+    """Scripts print `pid` (nothing: the process is not running)."""
+
+    def __init__(self, pid: str) -> None:
+        super().__init__()
+        self.pid = pid
+
+    def run_many(self, todo: Any, **_kw: Any) -> Any:
+        self.scripts.append(dict(todo))
+        return {n: CommandResult(n, c, 0, self.pid, "") for n, c in todo.items()}
+
+
+class Daemon(ProcessDB, FakeDB):
+    """A pidfile daemon: the worker kills it in one round trip."""
+
+    spec = ProcessSpec(pidfile="/run/d.pid", start_command="d")
+
+
+@pytest.mark.parametrize(("pid", "outcome"), [("4242\n", "ok"), ("", "info")])
+def test_killing_the_driver_in_one_round_trip_names_the_pid_or_says_it_is_down(
+    pid: str, outcome: str
+) -> None:
+    """The kill script finds and kills in one go; a driver not running completes info."""
+    control = PidControl(pid)
+    worker = NemesisWorker(control, NODES, Daemon())  # type: ignore[arg-type]
+    worker.resolver = _resolver()
+    op = Op(f="kill", value={"kind": "kill", "target": "placement-driver", "seed": 3})
+    reply = asyncio.run(worker.invoke(op))
+    assert reply.type == outcome
+    assert [list(s) for s in control.scripts] == [["n3"]]
+    assert "kill -9" in control.scripts[0]["n3"]
+    if outcome == "ok":
+        assert (reply.value["node"], reply.value["pids"]) == ("n3", {"n3": [4242]})
+        assert "n3" in reply.value["commands"]
+    else:
+        assert reply.value["unresolved"].startswith("n3 (placement driver lease")
+        assert not worker.active
