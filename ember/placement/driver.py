@@ -34,6 +34,10 @@ Each tick the active driver:
 6. sends CancelRebalance if `cancel` is set (cancel wins), else Rebalance if
    `pending` is set, to the primary, stamped with the current revision;
    repeats are harmless (requests are idempotent) and resent periodically.
+   A cancel's answer names the group's outcome once known; `cannot-cancel`
+   (the group already committed new) is the driver's to finish: it logs a
+   `cancel-request` event with direction `cannot-cancel` and runs the usual
+   done invoke (stable = new, cancel removed, pending = planned or none).
 
 Measured (bench/rebalance_latency.py, 5 local nodes, 20 ms Raft ticks, zone
 alter to the first Rebalance request sent): polling every 0.5 s, median
@@ -53,8 +57,8 @@ from typing import Any
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
 from ember.placement.watch import ZoneWatch
-from ember.rebalance.invokes import trigger_invoke
-from ember.rebalance.keys import config_key, data_nodes_key, key
+from ember.rebalance.invokes import done_invoke, trigger_invoke
+from ember.rebalance.keys import assignments_prefix, config_key, data_nodes_key, key
 from ember.rebalance.listener import ZONE, lease_key
 from ember.runtime import NodeRuntime
 from ember.zones import Zone, assign, next_data_nodes
@@ -62,6 +66,7 @@ from ember.zones import Zone, assign, next_data_nodes
 log = logging.getLogger(__name__)
 DRIVER_KEY = "placement.driver"
 RESEND_S = 2.0
+CANCEL_ASK_S = 0.5
 TICK_LIMIT_S = 20.0
 
 
@@ -297,7 +302,9 @@ class PlacementDriver:
             return
         ident = (kind, holder, request["pending_revision"])
         last = self._sent.get(p)
-        if last is not None and last[0] == ident and now - last[1] < RESEND_S:
+        # A cancel's outcome arrives in a repeat's answer: ask again sooner.
+        wait = CANCEL_ASK_S if kind == "cancel" else RESEND_S
+        if last is not None and last[0] == ident and now - last[1] < wait:
             return
         body = {**request, "zone": ZONE, "partition": p, "revision": self.revision}
         code, answer = await self.peers.call(holder, "POST", f"/internal/{kind}", body)
@@ -305,12 +312,31 @@ class PlacementDriver:
         self._audit({"kind": event, "direction": "sent", "partition": p, "zone": ZONE,
                      "request_revision": self.revision, "peers": request["new"],
                      "answer": answer if code == 200 else code}, p)  # fmt: skip
-        if code == 200:
+        if code == 200 and kind == "cancel" and answer.get("outcome") == "cannot-cancel":
+            await self._cannot_cancel(p, kv, request)
+        elif code == 200:
             self._sent[p] = (ident, now)
         elif code == 409 and isinstance(answer, dict) and answer.get("error") == "not-primary":
             # The holder restarted and forgot its lease: grant it again next tick
             # (with last seen = current revision - 1, as for a new primary).
             self.leases.pop(p, None)
+
+    async def _cannot_cancel(self, p: int, kv: dict[str, Any], request: dict[str, Any]) -> None:
+        """The group already committed the cancelled change's new peers: log it and
+        finish as a usual rebalance done (seed 004). The done invoke is guarded on
+        pending and planned as read, so a repeat, or a snapshot gone stale, changes
+        nothing; the cancel key, if still there, brings the next tick back here."""
+        snap = {k: v for k, v in kv.items() if k.startswith(assignments_prefix(ZONE, p))}
+        spec = done_invoke(snap, ZONE, p, request["new"], request["pending_revision"])
+        out = await self.meta.invoke(spec)
+        self._seen(out["revision"])
+        done = "written" if out["succeeded"] else "already done"
+        log.warning("cancel of part-%s: the change to %s already finished; done %s",
+                    p, request["new"], done)  # fmt: skip
+        self._audit({"kind": "cancel-request", "direction": "cannot-cancel", "partition": p,
+                     "zone": ZONE, "request_revision": self.revision, "peers": request["new"],
+                     "old": request["old"], "pending_revision": request["pending_revision"],
+                     "done": bool(out["succeeded"]), "revision": out["revision"]}, p)  # fmt: skip
 
     def status(self) -> dict[str, Any]:
         """What /admin/placement shows of this node's driver."""

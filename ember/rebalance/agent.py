@@ -20,9 +20,13 @@ atomic done invoke (ember.rebalance.invokes). An error with a status (the
 change failed, e.g. ECATCHUP) is unrecoverable for this attempt: the
 primary writes cancel = (old, new) naming the pending revision, and the
 driver then sends the cancel. A cancel job asks the group's leader for the
-outcome of the cancel table (ember.rebalance.cancel) and finishes with the
-done invoke over the peers the group ended at: old when cancelled or
-nothing to cancel, new when it could not be cancelled (logged).
+outcome of the cancel table (ember.rebalance.cancel). `cancelled` and
+`noop` (the group is at old) it finishes itself with the done invoke over
+old. `cannot-cancel` (the group already committed new) it leaves to the
+placement driver, as seed 004 says: the job stops there and the answer to
+the driver's (periodically repeated) CancelRebalance carries the outcome;
+the driver logs it and runs the usual done invoke over new. Every answer
+about a job names its `state` and, once known, its `outcome`.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class Job:
     events: list[dict[str, Any]] = field(default_factory=list)
     task: asyncio.Task[None] | None = None
     state: str = "running"
+    outcome: str | None = None  # a cancel job's outcome once the group answered
 
 
 class PrimaryAgent:
@@ -136,10 +141,14 @@ class PrimaryAgent:
         self._audit(event, direction="received", **fields)
         job = self.jobs.get(name)
         pending_rev = int(body["pending_revision"])
-        if job is not None and (job.kind, job.pending_revision) == (kind, pending_rev):
-            # The same rebalance asked again: the running job now answers this request.
+        finished = job is not None and job.state in ("done", "already-done", "failed")
+        if job is not None and (job.kind, job.pending_revision) == (kind, pending_rev) \
+                and not finished:  # fmt: skip
+            # The same rebalance asked again: the running job now answers this request
+            # (a finished one is run again: the driver asks only while pending is that
+            # write, and the repeat finds the group there and the keys maybe done).
             job.request_revision = max(job.request_revision, rev)
-            return {"state": job.state}
+            return _answer(job)
         if job is not None and job.task is not None:
             job.task.cancel()  # superseded by a newer pending, or by its cancel
         job = Job(kind, zone, partition, pending_rev, list(body["old"]), list(body["new"]), rev)
@@ -261,17 +270,28 @@ class PrimaryAgent:
         seen = self.last_seen.get(f"{job.zone}/{job.partition}", 0)
         self._audit("cancel-request", direction="applied", outcome=outcome, zone=job.zone,
                     partition=job.partition, request_revision=job.request_revision,
-                    last_seen_revision=seen, peers=job.new)  # fmt: skip
+                    last_seen_revision=seen, peers=job.new,
+                    pending_revision=job.pending_revision)  # fmt: skip
+        job.outcome = outcome
         if outcome == "cannot-cancel":
-            log.warning("cancel of %s: the change to %s already finished; finishing as done",
-                        group, job.new)  # fmt: skip
-        await self._finish(job, job.new if outcome == "cannot-cancel" else job.old)
+            # The placement driver finishes it (it hears the outcome in its
+            # next CancelRebalance's answer): this primary writes nothing.
+            job.state = "cannot-cancel"
+            return
+        await self._finish(job, job.old)
 
     async def _finish(self, job: Job, peers: list[str]) -> None:
-        snap = await self.meta.range(assignments_prefix(job.zone, job.partition))
-        kvs = {kv["key"]: kv for kv in snap["kvs"]}
-        spec = done_invoke(kvs, job.zone, job.partition, peers, job.pending_revision)
-        result = await self._invoke(spec)
+        pending = key(job.zone, job.partition, "pending")
+        while True:
+            snap = await self.meta.range(assignments_prefix(job.zone, job.partition))
+            kvs = {kv["key"]: kv for kv in snap["kvs"]}
+            spec = done_invoke(kvs, job.zone, job.partition, peers, job.pending_revision)
+            result = await self._invoke(spec)
+            rec = (await self.meta.get(pending)) if not result.get("succeeded") else None
+            # The guard also holds planned as read: a trigger writing planned in
+            # between fails it while pending is still ours. Read again and retry.
+            if rec is None or rec["mod_revision"] != job.pending_revision:
+                break
         seen = self.last_seen.get(f"{job.zone}/{job.partition}", 0)
         if job.kind == "rebalance":
             self._audit("rebalance-request", direction="applied", zone=job.zone,
@@ -288,6 +308,14 @@ class PrimaryAgent:
             except MetaRefused:
                 raise
             await asyncio.sleep(0.5)
+
+
+def _answer(job: Job) -> dict[str, Any]:
+    """What a repeat of a job's request is told: its state and the outcome once known."""
+    answer: dict[str, Any] = {"state": job.state}
+    if job.outcome is not None:
+        answer["outcome"] = job.outcome
+    return answer
 
 
 def _failed(event: dict[str, Any], token: int) -> bool:
