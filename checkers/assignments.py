@@ -27,7 +27,11 @@ in revision order, rebuilding each partition's keys, and checks:
 From `rebalance-request` / `cancel-request` events: a request applied by a
 primary is never older than its last seen revision, which never goes back;
 and a cancel never reverts (outcome `cancelled`) a group that had already
-committed the cancelled change's new configuration.
+committed the cancelled change's new configuration. "Already" counts only
+commits of that peer set between the cancelled pending's write and the
+cancel (by `wall`): the pending named by the event's `pending_revision`,
+else the newest pending write of that peer set before the cancel. A group
+that held those peers in some earlier, finished change was not reverted.
 """
 
 from __future__ import annotations
@@ -212,7 +216,53 @@ def _num(value: Any) -> float | None:
     return None
 
 
+PendingWrites = dict[Any, list[tuple[int, tuple[str, ...], Any]]]  # partition -> writes
+
+
+def pending_writes(audit: Audit) -> PendingWrites:
+    """Per partition, each revision that set pending: (revision, peers, earliest wall)."""
+    found: dict[Any, dict[int, tuple[tuple[str, ...], Any]]] = {}
+    for _, ev in _events(audit, ("assignments-written",)):
+        keys = ev.get("keys")
+        if not isinstance(keys, dict) or not isinstance(ev.get("revision"), int):
+            continue
+        for k, change in keys.items():
+            new = change.get("new") if isinstance(change, dict) else change
+            peers = peers_of(new)
+            if _short(k) != "pending" or peers is None:
+                continue
+            revs = found.setdefault(ev.get("partition"), {})
+            rev, wall = ev["revision"], ev.get("wall")
+            prev = revs.get(rev)
+            if prev is not None and prev[1] is not None and (wall is None or prev[1] <= wall):
+                wall = prev[1]
+            revs[rev] = (peers, wall)
+    return {p: [(r, peers, w) for r, (peers, w) in sorted(revs.items())]
+            for p, revs in found.items()}  # fmt: skip
+
+
+def _pending_wall(writes: PendingWrites, ev: dict[str, Any], new: tuple[str, ...]) -> Any:
+    """When the pending a cancel event cancelled was written (None: unknown)."""
+    mine = writes.get(ev.get("partition"), [])
+    named = ev.get("pending_revision")
+    if isinstance(named, int):
+        return next((w for r, _, w in mine if r == named), None)
+    cancel_at = ev.get("wall")
+    before = [w for _, peers, w in mine if peers == new and w is not None
+              and (cancel_at is None or w <= cancel_at)]  # fmt: skip
+    return before[-1] if before else None
+
+
+def _reverted(commits: list[tuple[tuple[str, ...], Any]], new: Any, since: Any, wall: Any) -> bool:
+    """Whether `new` was committed after `since` (the pending write) and by `wall`."""
+    return any(
+        _committed_before([(peers, at)], new, wall) and (since is None or at is None or at >= since)
+        for peers, at in commits
+    )
+
+
 def _check_requests(audit: Audit, commits: Commits, out: list[Anomaly]) -> int:
+    writes = pending_writes(audit)
     seen: dict[tuple[str, Any], dict[str, Any]] = {}
     count = 0
     for node, ev in _events(audit, ("rebalance-request", "cancel-request")):
@@ -242,7 +292,8 @@ def _check_requests(audit: Audit, commits: Commits, out: list[Anomaly]) -> int:
         if ev["kind"] == "cancel-request" and ev.get("outcome") == "cancelled":
             group = ev.get("group") or f"part-{ev.get('partition')}"
             new = peers_of(ev.get("peers"))
-            if new and _committed_before(commits.get(group, []), new, ev.get("wall")):
+            since = _pending_wall(writes, ev, new) if new else None
+            if new and _reverted(commits.get(group, []), new, since, ev.get("wall")):
                 _flag(
                     out,
                     "cancel-reverted-new-config",

@@ -144,6 +144,44 @@ def test_cancel_before_the_new_config_committed_is_fine() -> None:
     assert check_assignments(audit)[0] == []
 
 
+CANCEL_NEW = {"old": OLD, "new": NEW, "pending_revision": 6}
+
+
+def _round_trip_then_cancel() -> dict[str, list[dict[str, Any]]]:
+    """OLD -> NEW done, NEW -> OLD done, then NEW pending again and cancelled while
+    catching up: the group committed NEW only in the first, finished change."""
+    return {
+        "n1": [
+            _write(1, 1.0, stable={"old": None, "new": OLD}),
+            _write(2, 2.0, pending={"old": None, "new": NEW}),
+            _commit(NEW, 3.0),
+            _write(3, 4.0, stable={"old": OLD, "new": NEW}, pending={"old": NEW, "new": None}),
+            _write(4, 5.0, pending={"old": None, "new": OLD}),
+            _commit(OLD, 6.0),
+            _write(5, 7.0, stable={"old": NEW, "new": OLD}, pending={"old": OLD, "new": None}),
+            _write(6, 8.0, pending={"old": None, "new": NEW}),
+            _write(7, 9.0, cancel={"old": None, "new": CANCEL_NEW}),
+        ],
+    }
+
+
+@pytest.mark.parametrize("named", [True, False])
+def test_a_cancel_is_not_blamed_for_an_earlier_commit_of_its_new_peers(named: bool) -> None:
+    """Regression: cancel-reverted-new-config counted NEW's commit from the first,
+    finished change; only commits after the cancelled pending's write count
+    (found by the event's pending_revision, or else by peers and time)."""
+    audit = _round_trip_then_cancel()
+    more = {"pending_revision": 6} if named else {}
+    cancelled = _request("cancel-request", 7, 7, direction="applied", outcome="cancelled",
+                         wall=10.0, **more)  # fmt: skip
+    audit["n1"].append(cancelled)
+    assert check_assignments(audit)[0] == []
+    # The same cancel after NEW really committed for this pending is still caught.
+    audit["n1"].insert(-1, _commit(NEW, 9.5))
+    kinds = {a.kind for a in check_assignments(audit)[0]}
+    assert "cancel-reverted-new-config" in kinds
+
+
 @given(rebalance_scripts())
 def test_rebalances_following_the_design_pass(events: list[dict[str, Any]]) -> None:
     """Any interleaving of triggers, promotions and cancels done right is clean."""
