@@ -7,7 +7,8 @@ Usage: python bench/node_throughput.py [--seconds S] [--clients N]
 Starts three real `ember-node` processes (free ports, temp data dirs), then
 for each mode runs a put phase and a get phase of `--seconds` each with
 `--clients` concurrent clients (one asyncio task each, all in this process,
-each with its own HTTP session), and prints acknowledged operations per
+each with its own keep-alive connections: `bench/lean_client.py`, or
+`ember.client.EmberClient` with `--client ember`), and prints acknowledged operations per
 second with p50/p99 latency, and the CPU the three nodes spent per
 acknowledged operation (from /proc: comparable even on a busy machine,
 where ops/s are not), and the CPU this client process spent per operation
@@ -18,8 +19,8 @@ where ops/s are not), and the CPU this client process spent per operation
 - `nofsync`: the same with `--unsafe-no-fsync`, to show the CPU-bound
   ceiling (Raft, HTTP, transport) without the disk.
 
-Reads go through the log like writes (linearizable), so they cost the same
-kind of round. Every process is killed and every directory removed at exit.
+Reads are linearizable by ReadIndex: one heartbeat round per batch of
+reads, no log entry and no fsync. Every process is killed and every directory removed at exit.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.lean_client import LeanClient
 from ember.client import EmberClient
 from tests.node.cluster import ProcCluster
 
@@ -57,7 +59,7 @@ def _cpu_s(pids: list[int]) -> float:
 
 
 async def _phase(
-    urls: list[str], op: str, seconds: float, clients: int, partitions: int
+    urls: list[str], op: str, seconds: float, clients: int, partitions: int, lean: bool = True
 ) -> tuple[int, int, int, list[float]]:
     """Run `clients` loops of `op` for `seconds`; (ok, fail, unknown, latencies_s)."""
     counts = {"ok": 0, "fail": 0, "unknown": 0}
@@ -65,6 +67,9 @@ async def _phase(
     deadline = time.monotonic() + seconds
 
     async def loop(i: int) -> None:
+        if lean:
+            await lean_loop(i)
+            return
         rng = random.Random(i)
         async with EmberClient(urls, timeout_s=5.0, partitions=partitions) as c:
             while time.monotonic() < deadline:
@@ -73,6 +78,17 @@ async def _phase(
                 out = await (c.put(key, i) if op == "put" else c.get(key))
                 counts[out.type] += 1
                 if out.type == "ok":
+                    latencies.append(time.perf_counter() - start)
+
+    async def lean_loop(i: int) -> None:
+        rng = random.Random(i)
+        async with LeanClient(urls, timeout_s=5.0, partitions=partitions) as c:
+            while time.monotonic() < deadline:
+                key = f"k{rng.randrange(KEYS)}"
+                start = time.perf_counter()
+                kind = await (c.put(key, i) if op == "put" else c.get(key))
+                counts[kind] += 1
+                if kind == "ok":
                     latencies.append(time.perf_counter() - start)
 
     await asyncio.gather(*(loop(i) for i in range(clients)))
@@ -86,7 +102,7 @@ def _run_mode(
     if mode == "nofsync":
         extra.append("--unsafe-no-fsync")
     cluster = ProcCluster(root / mode, ["n1", "n2", "n3"], extra=extra)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     try:
         cluster.start_all()
         for p in range(args.partitions):
@@ -96,7 +112,14 @@ def _run_mode(
             pids = [p.pid for p in cluster.procs.values()]
             cpu_before, client_before = _cpu_s(pids), time.process_time()
             ok, fail, unknown, lat = asyncio.run(
-                _phase(cluster.urls(), op, args.seconds, args.clients, args.partitions)
+                _phase(
+                    cluster.urls(),
+                    op,
+                    args.seconds,
+                    args.clients,
+                    args.partitions,
+                    args.client == "lean",
+                )
             )
             cpu_ms_per_op = (_cpu_s(pids) - cpu_before) * 1000 / max(ok, 1)
             client_ms_per_op = (time.process_time() - client_before) * 1000 / max(ok, 1)
@@ -132,6 +155,12 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16, help="concurrent clients (default 16)")
     parser.add_argument("--partitions", type=int, default=8, help="KV partitions (default 8)")
     parser.add_argument("--modes", default="nofsync,fsync", help="comma-separated: nofsync,fsync")
+    parser.add_argument(
+        "--client",
+        choices=("lean", "ember"),
+        default="lean",
+        help="lean: bench/lean_client.py (default); ember: ember.client.EmberClient (aiohttp)",
+    )
     parser.add_argument(
         "--node-args",
         nargs=argparse.REMAINDER,
