@@ -6,10 +6,11 @@ not, the run never gave the cluster a chance and the verdict is `unknown`.
 Otherwise, from the nodes' audit events (each node's last word per group):
 
 - every zone partition's pending, planned and cancel are empty, and stable
-  equals the last target (checkers/assignments.py replays the keys); after
-  a cancel, when nothing was pending or planned since, either side is a
-  legal end: old (cancelled) or new (cannot-cancel: the change had already
-  committed, and the rebalance finished as done);
+  equals the last target (`end_targets`: the newest pending or planned
+  written, or pending again when a trigger deleted planned because pending
+  already was its target); after a cancel, when nothing was pending or
+  planned since, either side is a legal end: old (cancelled) or new
+  (cannot-cancel: the change had already committed and finished as done);
 - each group has exactly one node whose last role is leader in the group's
   latest leadership term and has seen no later term (a node's role resets
   when it reports `started`), every voter follows it in that term and holds
@@ -69,19 +70,20 @@ class ConvergenceChecker:
         """Checks each partition's final keys; returns group -> final stable peers."""
         scratch: list[Anomaly] = []  # ordering rules are the revisions checker's job
         stable: dict[str, tuple[str, ...] | None] = {}
-        cancelled_to = last_cancel_new(audit)
+        targets = end_targets(audit)
         for (zone, part), p in replay_partitions(audit, scratch).items():
             where = f"zone {zone} partition {part}"
             left = [k for k in ("pending", "planned", "cancel") if p.state.get(k)]
             if left:
                 _flag(out, "rebalance-not-finished", f"{where}: {', '.join(left)} not empty")
             final = peers_of(p.state.get("stable"))
-            legal = {p.target, cancelled_to.get((zone, part))} - {None}
-            if p.target is not None and final not in legal:
+            legal = targets.get((zone, part), set())
+            if legal and final not in legal:
                 _flag(
                     out,
                     "stable-not-target",
-                    f"{where}: stable is {list(final or ())}, last target {list(p.target)}",
+                    f"{where}: stable is {list(final or ())}, last target "
+                    f"{' or '.join(str(list(t)) for t in sorted(legal))}",
                 )
             stable[f"part-{part}"] = final
         return stable
@@ -154,27 +156,42 @@ class ConvergenceChecker:
             _flag(out, "replicas-diverge", f"{group} voters end at different states: {last}")
 
 
-def last_cancel_new(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, tuple[str, ...] | None]:
-    """Per (zone, partition): the `new` side of the last cancel written, unless a
-    pending or planned assignment was written after it (None then)."""
+def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[str, ...]]]:
+    """Per (zone, partition): the peer sets stable may legally end at.
+
+    The target is the newest pending or planned written; a trigger that
+    deletes planned because pending already is its target (invokes.py)
+    makes pending the target again; a cancel makes its old side the target
+    and its new side legal too (cannot-cancel), until the next pending or
+    planned. With no trigger at all, the first stable is its own target.
+    """
     writes: dict[tuple[Any, Any], dict[int, dict[str, Any]]] = {}
     for node in sorted(audit):
         for ev in audit[node]:
             if ev.get("kind") == "assignments-written" and isinstance(ev.get("revision"), int):
                 part = (ev.get("zone"), ev.get("partition"))
                 writes.setdefault(part, {}).setdefault(ev["revision"], ev)
-    out: dict[Any, tuple[str, ...] | None] = {}
+    out: dict[Any, set[tuple[str, ...]]] = {}
     for part, by_rev in writes.items():
-        last: tuple[str, ...] | None = None
+        state: dict[str, Any] = {}
+        target: tuple[str, ...] | None = None
+        cancel_new: tuple[str, ...] | None = None
         for rev in sorted(by_rev):
-            for name, change in (by_rev[rev].get("keys") or {}).items():
-                new = change.get("new") if isinstance(change, dict) else change
-                kind = str(name).rsplit(".", 1)[-1]
-                if kind in ("pending", "planned") and peers_of(new):
-                    last = None
-                elif kind == "cancel" and isinstance(new, dict):
-                    last = peers_of(new.get("new"))
-        out[part] = last
+            keys = {str(k).rsplit(".", 1)[-1]: (c.get("new") if isinstance(c, dict) else c)
+                    for k, c in (by_rev[rev].get("keys") or {}).items()}  # fmt: skip
+            state.update(keys)
+            for kind in ("pending", "planned"):
+                if peers_of(keys.get(kind)):
+                    target, cancel_new = peers_of(keys[kind]), None
+            if "planned" in keys and not peers_of(keys["planned"]) and "pending" not in keys:
+                target = peers_of(state.get("pending")) or target
+            cancel = keys.get("cancel")
+            if isinstance(cancel, dict):
+                target = peers_of(cancel.get("old")) or target
+                cancel_new = peers_of(cancel.get("new"))
+            if target is None and peers_of(keys.get("stable")):
+                target = peers_of(keys["stable"])
+        out[part] = {t for t in (target, cancel_new) if t is not None}
     return out
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from checkers.api import CheckContext
 from checkers.compose import METASTORE_PREFIX, SplitLinear
-from checkers.convergence import last_cancel_new
+from checkers.convergence import end_targets
 from checkers.history import Event, pair, validate
 from checkers.revisions import RevisionChecker
 from tests.checkers.helpers import HistoryBuilder
@@ -99,9 +99,19 @@ def _write(rev: int, **keys: Any) -> dict[str, Any]:
 
 
 def test_after_a_cancel_either_side_may_end_as_stable() -> None:
-    """The last cancel's new side counts, until a later pending replaces it."""
+    """The last cancel's sides are both legal ends, until a later pending replaces them."""
     cancel = {"old": ["n1"], "new": ["n2"], "pending_revision": 3}
-    audit = {"n1": [_write(3, pending=["n2"]), _write(4, cancel=cancel)]}
-    assert last_cancel_new(audit) == {("default", 0): ("n2",)}
+    audit = {"n1": [_write(2, stable=["n1"]), _write(3, pending=["n2"]),
+                    _write(4, cancel=cancel)]}  # fmt: skip
+    assert end_targets(audit) == {("default", 0): {("n1",), ("n2",)}}
     audit["n1"].append(_write(6, pending=["n3"]))
-    assert last_cancel_new(audit) == {("default", 0): None}
+    assert end_targets(audit) == {("default", 0): {("n3",)}}
+
+
+def test_a_trigger_that_deletes_planned_makes_pending_the_target_again() -> None:
+    """pending A, planned B, then a trigger asking A again deletes planned: the target is A
+    (seen in a docker run: stable ended at A and was wrongly flagged)."""
+    audit = {"n1": [_write(2, stable=["n1"]), _write(3, pending=["n1", "n2"]),
+                    _write(5, planned=["n2"]), _write(7, planned=None),
+                    _write(9, stable=["n1", "n2"], pending=None)]}  # fmt: skip
+    assert end_targets(audit) == {("default", 0): {("n1", "n2")}}
