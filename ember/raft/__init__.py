@@ -19,6 +19,12 @@ Behaviour a driver should know beyond docs/raft-api.md:
 - On rejection, AppendEntriesResp.match_index echoes the rejected
   prev_index (so the leader can drop stale rejections).
 - `describe` prints messages, entries, events and status in one line each.
+- ReadIndex (`_read`): `read_index()` on a leader that committed an entry in
+  its term returns a context; `take_reads()` later hands out (context, read
+  index) once a quorum answered that context's heartbeat at the leader's
+  term. Serve the read when applied >= read index. Pending reads are dropped
+  on any role change (the driver fails them); AppendEntries and its answer
+  carry `read_ctx` (0 for ordinary appends and tick heartbeats).
 """
 
 from .errors import (
