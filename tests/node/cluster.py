@@ -153,7 +153,8 @@ class ProcCluster:
         """The node that reports itself leader of `group`, if any."""
         for n in among or list(self.procs):
             with contextlib.suppress(OSError):
-                if self.status(n)["groups"][group]["role"] == "leader":
+                st = self.status(n)["groups"].get(group)  # absent: replica stopped
+                if st is not None and st["role"] == "leader":
                     return n
         return None
 

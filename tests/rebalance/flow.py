@@ -53,8 +53,9 @@ def targets(cluster: ProcCluster) -> dict[int, list[str]]:
 def group_peers(cluster: ProcCluster, p: int) -> list[str] | None:
     """The voters of part-p on its leader, if the leader is settled (no change)."""
     for node in live(cluster):
-        st = cluster.status(node)["groups"][f"part-{p}"]
-        if st["role"] == "leader":
+        # A node whose replica step 5 stopped does not list the group.
+        st = cluster.status(node)["groups"].get(f"part-{p}")
+        if st is not None and st["role"] == "leader":
             idle = st["stage"] == "none" and not st["conf"]["joint"]
             return sorted(st["conf"]["peers"]) if idle else None
     return None

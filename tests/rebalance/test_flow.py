@@ -44,8 +44,9 @@ def _kinds_written(cluster: ProcCluster, kind: str) -> list[dict[str, object]]:
 
 def _stage(cluster: ProcCluster, p: int) -> str | None:
     for node in live(cluster):
-        st = cluster.status(node)["groups"][f"part-{p}"]
-        if st["role"] == "leader":
+        # A node whose replica step 5 stopped does not list the group.
+        st = cluster.status(node)["groups"].get(f"part-{p}")
+        if st is not None and st["role"] == "leader":
             return str(st["stage"])
     return None
 
