@@ -15,9 +15,9 @@ from __future__ import annotations
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from harness.control import CommandResult, Control
+from harness.control import CommandResult
 
 CHAIN = "FAULTLINE"  # our iptables chain: healing never touches other rules
 QDISC_HANDLE = "fa17"  # our root qdisc's handle: healing deletes only ours
@@ -25,6 +25,16 @@ STATE_DIR = "/run/faultline"
 PAUSED_FILE = f"{STATE_DIR}/paused"  # pids we SIGSTOPped, one a line
 
 Commands = Mapping[str, Sequence[str]]
+
+
+class Runner(Protocol):
+    """What runs scripts on nodes: `harness.control.Control`, or `nemesis.shell.Shell`."""
+
+    def run_many(
+        self, commands: Mapping[str, str], *, timeout_s: float = ..., check: bool = ...
+    ) -> dict[str, CommandResult]:
+        """Run `commands[node]` on each node at once."""
+        ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,7 +54,7 @@ class Fault:
             "commands": {n: list(c) for n, c in self.commands.items()},
         }
 
-    def heal(self, control: Control, *, timeout_s: float = 60.0) -> Fault:
+    def heal(self, control: Runner, *, timeout_s: float = 60.0) -> Fault:
         """Undo this fault; returns the record of the undo."""
         run_scripts(control, self.heal_commands, timeout_s=timeout_s)
         return Fault(
@@ -58,7 +68,7 @@ def script(commands: Sequence[str]) -> str:
 
 
 def run_scripts(
-    control: Control, commands: Commands, *, timeout_s: float = 60.0
+    control: Runner, commands: Commands, *, timeout_s: float = 60.0
 ) -> dict[str, CommandResult]:
     """Run each node's command list (as one script) on all nodes at once."""
     todo = {node: script(cmds) for node, cmds in commands.items() if cmds}
@@ -66,7 +76,7 @@ def run_scripts(
 
 
 def apply(
-    control: Control,
+    control: Runner,
     kind: str,
     commands: Commands,
     heal_commands: Commands,
@@ -80,7 +90,7 @@ def apply(
 
 
 def apply_with_output(
-    control: Control,
+    control: Runner,
     kind: str,
     commands: Commands,
     heal_commands: Commands,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from harness.control import Control
-from nemesis.fault import PAUSED_FILE, STATE_DIR, Fault, apply, apply_with_output
+from nemesis.fault import PAUSED_FILE, STATE_DIR, Fault, Runner, apply, apply_with_output
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +93,7 @@ def _live_pid(spec: ProcessSpec) -> str:
 
 
 def _signal_at_once(
-    control: Control,
+    control: Runner,
     names: Sequence[str],
     spec: ProcessSpec,
     kind: str,
@@ -110,13 +110,13 @@ def _signal_at_once(
                  heal_commands=fault.heal_commands)  # fmt: skip
 
 
-def kill_now(control: Control, names: Sequence[str], spec: ProcessSpec) -> Fault:
+def kill_now(control: Runner, names: Sequence[str], spec: ProcessSpec) -> Fault:
     """`kill` in one round trip (pidfile specs only)."""
     return _signal_at_once(control, names, spec, "kill", ['kill -9 "$p"'],
                            _restart(spec, list(names)))  # fmt: skip
 
 
-def pause_now(control: Control, names: Sequence[str], spec: ProcessSpec) -> Fault:
+def pause_now(control: Runner, names: Sequence[str], spec: ProcessSpec) -> Fault:
     """`pause` in one round trip (pidfile specs only); heals by SIGCONT."""
     # Remember first, then stop (as `pause`); the pidfile still names the
     # paused pid when the heal runs.

@@ -20,7 +20,8 @@ event's `wall` to applied). A role nobody holds completes `info` with
 `unresolved` naming why, and nothing is applied (nor healed); so does a
 kill or pause of a role holder whose process is not running. Kills and
 pauses of a pidfile daemon go through `nemesis.process.kill_now` /
-`pause_now`: one SSH round trip, so a fault lands inside short windows.
+`pause_now` on a persistent shell (`nemesis.shell`): one SSH round trip on
+an open channel, so a fault lands inside short windows.
 
 Slow catch-up uses netem on the links toward the joining peer; where the
 kernel has no netem, ember's `raft.append.delay` failpoint on every other
@@ -44,6 +45,7 @@ from nemesis import partition as part
 from nemesis import process
 from nemesis.fault import Fault
 from nemesis.heal import heal_all
+from nemesis.shell import Shell
 from nemesis.slow import NetemUnavailableError, slow
 from nemesis.targets import ROLE_TARGETS, Resolver, UnresolvedError
 from workloads.generator import Op
@@ -61,6 +63,7 @@ class NemesisWorker:
         self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
         self.slow_method: str | None = None
         self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
+        self.shell = Shell(control)  # kills and pauses: one round trip on an open channel
 
     def _status(self, name: str) -> dict[str, Any] | None:
         return self.db.status(name)
@@ -135,7 +138,7 @@ class NemesisWorker:
                 fault = (self.db.kill if kind == "kill" else self.db.pause)(self.control, [node])
             else:
                 now = process.kill_now if kind == "kill" else process.pause_now
-                fault = now(self.control, [node], spec)
+                fault = now(self.shell, [node], spec)
             if v.get("target") in ROLE_TARGETS and not (fault.detail.get("pids") or {}).get(node):
                 # The role's holder is down: that is no fault of ours to heal.
                 raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
@@ -196,6 +199,7 @@ class NemesisWorker:
         for kind in list(self.active):
             with _quiet():
                 healed.append(self._heal(kind, {"kind": kind}).get("kind"))
+        self.shell.close()
         heal_all(self.control)
         self.db.start(self.control, self.names)  # idempotent: restarts only the dead
         if self.slow_method == "failpoint":
