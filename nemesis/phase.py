@@ -26,16 +26,24 @@ until `stop()`.
 Reaction latency: every phase-triggered completion carries `reaction_ms`,
 the trigger event's `wall` to the moment the fault's commands returned
 (and `seen_to_applied_ms`, `apply_ms`, `resolve_ms` for the parts).
-Measured on the 5-node docker cluster of this 2-core CI box
-(tests/nemesis/test_role_kills_docker.py: 10 kills of the placement driver
-or a primary at pending / joint). With `tail -F` at its default: 230-1025
-ms, median 665 ms, ~500 ms of it the tail, which polls once a second (GNU
-tail cannot use inotify on overlayfs). Polling every 20 ms: 58-227 ms,
-median 82 ms; the tail 2-19 ms, resolving the driver or primary over GET
-/admin/placement 22-147 ms, the kill itself the rest. Kills and pauses
-look up the pid and signal in one SSH round trip (`process.kill_now`):
-median 28 ms against 80 ms for lookup then kill (20 kills, same box). A
-`leader` kill at a change-stage needs no resolution round trip at all.
+Measured on the 5-node docker cluster of this 2-core CI box, from the
+history (`reaction_ms`) and the nodes' audit logs:
+
+- placement-driver / primary kills at pending and joint
+  (tests/nemesis/test_role_kills_docker.py). With `tail -F` at its
+  default: 230-1025 ms, median 665 ms, ~500 ms of it the tail, which polls
+  once a second (GNU tail cannot use inotify on overlayfs). Now: 45-206
+  ms, median 77 ms (7 kills): the tail 2-18 ms, resolving the role over
+  GET /admin/placement 21-148 ms, the kill 6-54 ms.
+- leader / random-node kills at JOINT under a register + change-peers
+  load (seed 77, as tests/runner/test_run_docker.py without its append
+  hold): 34, 46 and 75 ms, one outlier at 869 ms. JOINT itself lasted
+  3-82 ms there (median 10 ms), so an unwidened JOINT is still mostly
+  missed; a few hundred ms of `raft.append.delay` is enough to land in it.
+- the kill alone (20 kills of a stand-in, `nemesis.process`): a session
+  per command, pid lookup then kill, 27-80 ms median; looked up and killed
+  in one script, 16-25 ms; that script on the persistent shell with
+  TCP_NODELAY (`nemesis.shell`), 6-8 ms.
 """
 
 from __future__ import annotations
