@@ -128,11 +128,13 @@ def test_planned_supersedes_pending(cluster: ProcCluster) -> None:
 def test_cancel_after_completion_is_refused(cluster: ProcCluster) -> None:
     """A cancel naming a pending revision the rebalance already finished is not written,
     and a group already at new answers 'cannot-cancel'."""
+    # The driver reacts to the alter within tens of ms: read old before it.
+    before = assignments(cluster)
     alter(cluster, replicas=4)
     p = _wait_pending(cluster)
     pending_key = f"zone.default.p{p}.assignments.pending"
     pending_rev = call_any(cluster, "POST", "/meta/get", {"key": pending_key})["mod_revision"]
-    old = assignments(cluster)[p]["stable"]
+    old = before[p]["stable"]
     wait_converged(cluster)
     new = assignments(cluster)[p]["stable"]
     doc = cluster.call(NAMES[0], "POST", "/admin/cancel-rebalance",
