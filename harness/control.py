@@ -12,6 +12,7 @@ against every backend.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import select
 import socket
@@ -139,6 +140,13 @@ class Control:
                 f"cannot reach node {node.name} at {target.host}:{target.port}"
                 f" as {target.user}: {reason}"
             ) from exc
+        transport = client.get_transport()
+        # Small commands otherwise wait ~40 ms behind a delayed ACK (Nagle):
+        # measured `true` 34 ms -> 7 ms; phase-triggered faults need it fast.
+        # A proxied transport has no TCP socket of its own: nothing to set.
+        with contextlib.suppress(OSError, AttributeError):
+            if transport is not None:
+                transport.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return client
 
     def client(self, name: str) -> paramiko.SSHClient:

@@ -43,6 +43,7 @@ SIM_FAULTS = {
     "kill": ("crash",),
     "pause": ("pause",),
     "slow": ("lossy", "reorder"),
+    "mix": ("partition", "isolate", "one-way", "crash", "pause", "lossy", "reorder"),
 }
 # Convergence after the heal is the simulator's own liveness check (`sim`).
 SIM_CHECKERS = ("raft", "linearizable")
