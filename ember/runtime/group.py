@@ -280,6 +280,22 @@ class Group:
             limit = min(limit, rd.entries[0].index - 1)
         return [e for e in rd.committed_entries if e.index <= limit]
 
+    def apply_durable(self) -> list[tuple[int, str]]:
+        """Apply committed entries persisted in earlier rounds, between Readies.
+
+        The RawNode hands them out again in its next Ready; `apply_entries`
+        skips what is applied. Nothing while a snapshot waits to be installed
+        (it must come first), and only entries up to the log's stable end,
+        which a truncation lowers at once, so never one this round rewrites.
+        """
+        log = self.raw.log
+        if log.pending_snapshot is not None or self.sm.applied < log.offset:
+            return []
+        upto = min(log.committed, log.stable_last)
+        if upto <= self.sm.applied:
+            return []
+        return self.apply_entries(log.slice(self.sm.applied + 1, upto + 1))
+
     def apply_entries(
         self, entries: list[Entry], change_results: Sequence[ChangeResult] = ()
     ) -> list[tuple[int, str]]:

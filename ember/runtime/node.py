@@ -28,8 +28,9 @@ NotLeader (nothing was proposed, so the client may retry elsewhere) and
 /admin/status no longer lists it. Its store stays as it is; starting it
 again resumes it like a node back from a pause, and Raft catches it up.
 
-While a round is in flight nothing touches a RawNode: messages, ticks and
-calls wait in the inbox, as the simulator's busy node keeps a backlog. A
+While a round's fsync runs, messages, ticks and calls are stepped and
+already-durable committed entries applied (`_while_syncing` says why that
+is safe), but no Ready is taken and nothing touches the store. A
 client is acknowledged only after its entry is committed AND applied, so a
 kill -9 at any instant loses nothing acknowledged. Failpoints are consulted
 at the named spots (see `ember.failpoints`).
@@ -388,7 +389,9 @@ class NodeRuntime:
                     self._send(msg)
                 self._record_applied(group, group.apply_entries(group.durable_committed(rd)))
             started = time.perf_counter()
-            await asyncio.get_running_loop().run_in_executor(self._syncer, self.store.commit)
+            await self._while_syncing(
+                asyncio.get_running_loop().run_in_executor(self._syncer, self.store.commit)
+            )
             self.sync_s += time.perf_counter() - started
             self.syncs += 1
         self._maybe_crash("after-persist")
@@ -403,6 +406,30 @@ class NodeRuntime:
             group.raw.advance(rd)
             group.maybe_compact()
         self._maybe_crash("after-apply")
+
+    async def _while_syncing(self, sync: asyncio.Future[int]) -> None:
+        """Keep the groups moving while the round's fsync runs; return when it is done.
+
+        Messages, ticks and calls are stepped into the RawNodes as they come
+        (no Ready is taken, and nothing touches the store, until the round
+        ends), and committed entries that were durable before this round are
+        applied at once, answering their clients. Safe because everything a
+        step produces leaves the node only in a later round, after this
+        round's fsync: a leader that counts its own unsynced copy when an ack
+        commits an entry announces that commit no earlier. What this buys is
+        latency: an ack arriving mid-fsync answers its client now, not one
+        whole fsync later.
+        """
+        sync.add_done_callback(lambda _: self._wake.set())
+        while not sync.done():
+            await self._wake.wait()
+            self._wake.clear()
+            self._drain()
+            self._serve_reads()
+            for group in self.groups.values():
+                self._record_applied(group, group.apply_durable())
+        self._wake.set()  # what the steps left for the next round
+        sync.result()
 
     def _record_applied(self, group: Group, digests: list[tuple[int, str]]) -> None:
         for index, digest in digests:
