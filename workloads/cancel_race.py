@@ -106,17 +106,19 @@ class CancelRaceGen(Generator):
             return None if ctx.time_ns >= self.stop_ns else PENDING
         if self.next_ns is None:
             self.next_ns = ctx.time_ns + int(self.rng.random() * self.gap_ns)
-        if self.next_ns >= self.stop_ns:
+        # A round can outlast its gap (a cancel waits for its phase and its end):
+        # the clock, not only the schedule, says when to stop.
+        if self.next_ns >= self.stop_ns or ctx.time_ns >= self.stop_ns:
             return None
         self.waiting = True
         if self.after is not None:
             value = choose_cancel(self.rng, self.after, self.zone_partitions)
             self.after = None
             return Op(f="cancel-rebalance", value=value, time_ns=ctx.time_ns)
-        at = self.next_ns
+        at = max(self.next_ns, ctx.time_ns)
         self.next_ns = at + int((0.5 + self.rng.random()) * self.gap_ns)
         replicas = self.rng.choice([r for r in REPLICAS if r != self.replicas])
-        return Op(f="alter-zone", value={"replicas": replicas}, time_ns=max(at, ctx.time_ns))
+        return Op(f="alter-zone", value={"replicas": replicas}, time_ns=at)
 
     def update(self, ctx: Context, event: Event) -> None:
         if not isinstance(event, Completion) or event.op.f not in ("alter-zone",

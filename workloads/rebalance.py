@@ -86,12 +86,12 @@ class RebalanceGen(Generator):
             return None
         if self.next_ns is None:
             self.next_ns = ctx.time_ns + int(self.rng.random() * self.gap_ns)
-        if self.next_ns >= self.stop_ns:
+        if self.next_ns >= self.stop_ns or ctx.time_ns >= self.stop_ns:
             self.restored = True
             return Op(f="alter-zone", value=self.restore(), time_ns=max(ctx.time_ns, self.stop_ns))
-        at = self.next_ns
+        at = max(self.next_ns, ctx.time_ns)  # a slow alter pushes the schedule back
         self.next_ns = at + int((0.5 + self.rng.random()) * self.gap_ns)
-        return Op(f="alter-zone", value=self.choose(), time_ns=max(at, ctx.time_ns))
+        return Op(f="alter-zone", value=self.choose(), time_ns=at)
 
     def update(self, ctx: Context, event: Event) -> None:
         if isinstance(event, Completion) and event.op.f == "alter-zone":

@@ -171,3 +171,20 @@ def test_past_reads_trail_the_newest_revision_seen() -> None:
         op = gen.op(ctx)
         assert isinstance(op, Op)
         assert 480 <= op.value["revision"] < 500
+
+
+def test_slow_rounds_do_not_outlive_the_stop_time() -> None:
+    """Rounds that take 30 s each (cancels waiting out their end) still stop at stop_ns."""
+    gen = CancelRaceGen(random.Random(4), partitions=4, stop_ns=40 * S, gap_s=1.5)
+    now, rev, starts = 0, 10, []
+    while (op := gen.op(Context(now, ("t",), ("t",)))) is not None:
+        assert isinstance(op, Op)
+        now = max(now, op.time_ns)
+        starts.append(now)
+        now += 30 * S if op.f == "cancel-rebalance" else S // 10
+        rev += 3
+        value = {"zone": {"replicas": op.value.get("replicas", 3)}, "revision": rev}
+        gen.update(Context(now, ("t",), ("t",)), Completion(op=op, thread="t", type="ok",
+                                                            value=value))  # fmt: skip
+    assert starts
+    assert max(starts) < 40 * S
