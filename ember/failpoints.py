@@ -45,6 +45,8 @@ KNOWN: dict[str, str] = {
     "rebalance.ignore-last-seen": "planted: a primary acts on requests older than its last seen",
     "kv.ack-before-commit": "planted: a KV leader answers writes once appended locally, "
     "before they commit, and reads from its uncommitted log",
+    "raft.skip-catchup": "planted: a leader appends the joint entry without waiting for "
+    "new peers to catch up",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

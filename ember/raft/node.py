@@ -37,6 +37,7 @@ from . import _read, confchange, quorum
 from .changepeers import ChangeContext, Event
 from .errors import ChangeBusy, InvalidConfig, NotLeader, StaleToken, WrongTerm
 from .facade import (
+    PLANTED_BUGS,
     ChangeResult,
     ChangeTicket,
     PersistedState,
@@ -226,6 +227,14 @@ class RawNode:
         serve each once the state machine has applied its read index."""
         reads, self._reads_ready = self._reads_ready, []
         return reads
+
+    def set_planted_bug(self, bug: str, on: bool) -> None:
+        """Switch a test-only planted defect (RaftConfig.planted_bugs) at run time,
+        so a node's failpoint can plant it in a live cluster."""
+        if bug not in PLANTED_BUGS:
+            known = ", ".join(sorted(PLANTED_BUGS))
+            raise ValueError(f"unknown planted bug {bug!r}; known: {known}")
+        self._bugs = self._bugs | {bug} if on else self._bugs - {bug}
 
     def compact(self, index: int, data: bytes) -> Snapshot:
         """The application snapshotted its state at applied `index`; returns the

@@ -69,6 +69,8 @@ from ember.storage import NodeStorage
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+# Failpoints that plant a core defect (RaftConfig.planted_bugs) in every group.
+PLANTED_RAFT_BUGS = {"raft.skip-catchup": "skip-catchup"}
 
 
 class NodeStopping(Exception):  # noqa: N818 -- reads as the state it reports
@@ -458,6 +460,10 @@ class NodeRuntime:
 
     def _on_failpoint(self, name: str, enabled: bool, params: dict[str, Any]) -> None:
         self.audit.record({"kind": "failpoint", "name": name, "enabled": enabled, "params": params})
+        bug = PLANTED_RAFT_BUGS.get(name)
+        if bug is not None:
+            for group in (*self.groups.values(), *self.stopped.values()):
+                group.raw.set_planted_bug(bug, enabled)
 
     # -- status --------------------------------------------------------------
 
