@@ -2,7 +2,7 @@
 
     faultline run --backend docker --nodes 5 --workload register,change-peers \\
                   --nemesis partition,kill --time-limit 60 --seed 42
-    faultline replay store/ember-default/20260101T000000-42
+    faultline replay store/ember-mix/20260101T000000-42
 
 `run` builds a plan from its flags (`harness.plan.Plan`), prints the seed
 first, runs it (`harness.runner`) with live progress, and prints the store
@@ -87,7 +87,10 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     if args.backend == "sim" and not system.supports_sim:
         sims = " and ".join(n for n, s in SYSTEMS.items() if s.supports_sim)
         raise CliError(f"--backend sim simulates {sims} only; run {args.db} on docker or ssh")
-    workload = _names(args.workload, system.workloads, "--workload")
+    if args.workload is None:
+        workload = system.default_workload()
+    else:
+        workload = _names(args.workload, system.workloads, "--workload")
     traffic = [w for w in system.traffic if w in workload]
     if len(traffic) != 1:
         what = " or ".join(system.traffic)
@@ -121,7 +124,7 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     plan = plans.Plan(
         db_settings=settings,
         db=args.db,
-        name=args.name or f"{args.db}-" + "-".join(workload),
+        name=args.name or f"{args.db}-" + ("mix" if args.workload is None else "-".join(workload)),
         seed=seed,
         backend=args.backend,
         nodes=nodes,
@@ -147,10 +150,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--hosts", type=Path, help="ssh backend: file naming one host a line")
     p.add_argument("--db", choices=tuple(SYSTEMS), default="ember", help="database under test")
     workloads = "; ".join(f"{n}: {', '.join(s.workloads)}" for n, s in SYSTEMS.items())
-    p.add_argument("--workload", default="register,change-peers",
-                   help=f"comma-separated ({workloads})")  # fmt: skip
-    p.add_argument("--nemesis", default="partition,kill",
-                   help=f"comma-separated: {', '.join(FAULT_KINDS)}, or none")  # fmt: skip
+    p.add_argument("--workload",
+                   help=f"comma-separated ({workloads}); default: ember's full mix, "
+                   "etcd's register,change-peers")  # fmt: skip
+    p.add_argument("--nemesis", default="mix",
+                   help=f"comma-separated: {', '.join(FAULT_KINDS)}, or none (default: mix, "
+                   "every kind on a timer and aimed at change and rebalance phases)")  # fmt: skip
     p.add_argument("--nemesis-mode", choices=MODES, default="both",
                    help="faults on a timer, at change phases, or both")  # fmt: skip
     p.add_argument("--nemesis-phases", metavar="PHASES",

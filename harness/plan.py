@@ -22,14 +22,17 @@ BACKENDS = ("docker", "ssh", "sim")
 class Plan(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=False):
     """One test run's complete description (what `test.json` holds)."""
 
-    name: str = "ember-default"
+    name: str = "ember-mix"
     seed: int = 0
     backend: str = "docker"
     nodes: tuple[str, ...] = ("n1", "n2", "n3", "n4", "n5")
     db: str = "ember"
     db_settings: dict[str, Any] = msgspec.field(default_factory=dict)
-    workload: tuple[str, ...] = ("register", "change-peers")
-    nemesis: tuple[str, ...] = ("partition", "kill")
+    # The full mix (issue 9): every ember workload under the combined nemesis.
+    workload: tuple[str, ...] = (
+        "register", "change-peers", "rebalance", "cancel-race", "metastore",
+    )  # fmt: skip
+    nemesis: tuple[str, ...] = ("mix",)
     checkers: tuple[str, ...] | None = None  # None: every checker whose inputs exist
     concurrency: int = 10
     rate_hz: float = 50.0

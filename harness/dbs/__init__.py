@@ -71,6 +71,12 @@ class System(Generic[D]):
     final_reads: Callable[[Plan], list[Op]]  # one read per key, after healing
     # The plan (as stored in test.json) -> "<system> <version>" for reports.
     version: Callable[[Mapping[str, Any]], str]
+    # What `faultline run` runs with no --workload; None: every workload.
+    default_workloads: tuple[str, ...] | None = None
+
+    def default_workload(self) -> tuple[str, ...]:
+        """The workloads of a run that names none."""
+        return self.workloads if self.default_workloads is None else self.default_workloads
 
 
 def register_keys(plan: Plan) -> int:

@@ -132,4 +132,6 @@ SYSTEM: System[EtcdDB] = System(
     phase_watcher=phase_watcher,
     final_reads=final_reads,
     version=version,
+    # One traffic workload per run (register or metastore): register by default.
+    default_workloads=("register", "change-peers"),
 )

@@ -29,14 +29,14 @@ def test_an_etcd_plan_names_its_db_and_waits_for_etcds_phases() -> None:
             "exactly one of register or metastore",
         ),
         (["--db", "etcd", "--workload", "bogus"], "--workload: unknown 'bogus'"),
-        (["--workload", "metastore"], "--workload: unknown 'metastore'"),
+        (["--workload", "metastore"], "exactly one of register"),
         (["--db", "etcd", "--backend", "sim"], "simulates ember only"),
     ],
 )
 def test_workloads_a_db_does_not_have_are_one_line_errors(
     flags: list[str], needle: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """metastore is etcd's; one traffic workload per run; no traceback."""
+    """One traffic workload per run (ember's metastore is control-plane traffic); no traceback."""
     assert main(["run", *flags]) == 2
     err = capsys.readouterr().err
     assert needle in err

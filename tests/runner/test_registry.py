@@ -89,9 +89,12 @@ def test_the_runner_takes_the_change_generator_and_the_final_say_from_the_system
 
 
 def test_final_reads_read_every_key_of_the_plans_workload() -> None:
-    """ember and etcd register runs read every register key; etcd metastore its own keys."""
-    plan = _plan("--seed", "2", "--keys", "7")
+    """ember and etcd register runs read every register key; etcd metastore its own keys;
+    ember's default mix reads both."""
+    mix = SYSTEMS["ember"].final_reads(_plan("--seed", "2", "--keys", "7"))
+    plan = _plan("--seed", "2", "--keys", "7", "--workload", "register,change-peers")
     reads = SYSTEMS["ember"].final_reads(plan)
+    assert set(reads) < set(mix)
     assert all(isinstance(op, Op) and op.f == "get" for op in reads)
     assert [op.key for op in reads] == list(key_names(7))
     etcd = msgspec.structs.replace(plan, db="etcd")
