@@ -203,14 +203,9 @@ class PrimaryAgent:
         return status == 200 and group in doc.get("groups", {})
 
     async def _leader_status(self, group: str) -> tuple[str | None, dict[str, Any] | None]:
-        leader = await self.peers.group_leader(group)
-        if leader is None:
-            return None, None
-        status, doc = await self.peers.call(leader, "GET", "/admin/status", timeout_s=1.5)
-        if status != 200:
-            return leader, None
-        st = doc.get("groups", {}).get(group)
-        return (leader, st) if st and st.get("role") == "leader" else (leader, None)
+        # Never this replica's own idea of the leader alone: the primary's replica
+        # may have been removed with the old leader and then hears from no one.
+        return await self.peers.leader_status(group)
 
     async def _rebalance(self, job: Job) -> None:
         if not await self._await_replicas(job):
