@@ -18,10 +18,15 @@ committed configuration at each (group, index). The invariants:
 - a leader appends joint(new, old) only after every peer in new - old was
   reported caught up (`catchup-done`, within its margin) in this change;
 - a leader that commits a stable entry without itself steps down;
-- a committed configuration entry was stored (`config-appended` there, or a
-  snapshot at or past it) by a majority of its voters, of both sets when
-  joint: the leader commits it while it is the configuration in force, so
-  only such a quorum may commit it (checked where every voter's log is in);
+- a committed configuration entry was stored by a majority of its voters,
+  of both sets when joint: the leader commits it while it is the
+  configuration in force, so only such a quorum may commit it (checked where
+  every voter's log is in). A node stored it if it reported it appended, a
+  snapshot at or past it, or the same configuration at that index as applied
+  or committed: both come from the node's own log, and the daemon writes a
+  round's events only after its fsync, so a kill -9 in between leaves the
+  entry stored with its `config-appended` unwritten; the restart's
+  config-applied (from the durable log) and later config-committed remain;
 - nodes agree on the configuration committed at each index, and committed
   configurations' tokens (the change request's revision) never go back;
 - a configuration restored from a snapshot (a config-applied at an index
@@ -255,6 +260,10 @@ def _voters(conf: Conf) -> set[str]:
 
 def _on_applied_conf(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     run.applied.append(ev)
+    # The configuration in force is the last configuration entry of the
+    # node's log (or its snapshot's, at the snapshot's index, which covers
+    # it): evidence the node stored it even when its config-appended was lost.
+    _stored(run, node, group, ev)
     if conf_of(ev) != st.applied:
         st.previous = st.applied
     st.applied = conf_of(ev)
@@ -287,7 +296,7 @@ def _on_catchup_done(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[s
 
 def _on_appended(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     run.appended.add((group, int(ev["index"])))
-    run.stored.setdefault((group, int(ev["index"])), {}).setdefault(conf_of(ev), set()).add(node)
+    _stored(run, node, group, ev)
     # Only a leader's appends are judged here: a follower's log may still hold
     # entries a new leader is about to overwrite, and a truncation shows only
     # in the config-applied that follows. Followers are covered by the check
@@ -326,9 +335,16 @@ def _on_appended(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, 
             )
 
 
+def _stored(run: _Run, node: str, group: str, ev: dict[str, Any]) -> None:
+    run.stored.setdefault((group, int(ev.get("index") or 0)), {}).setdefault(
+        conf_of(ev), set()
+    ).add(node)
+
+
 def _on_committed(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     index, conf = int(ev["index"]), conf_of(ev)
     st.committed_index = max(st.committed_index, index)
+    _stored(run, node, group, ev)  # the core reports commits from the node's own log
     first = run.committed.setdefault((group, index), (conf, ev))
     if first[0] != conf:
         run.flag(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -114,3 +116,72 @@ def test_configuration_from_an_older_request_is_flagged() -> None:
             ev["token"] = 1  # the joint before it carries token 2
     kinds = {a.kind for a in _check(script.events).anomalies}
     assert kinds == {"stale-token-committed"}
+
+
+# A full-mix run (ember register/change-peers/rebalance, kill nemesis) had
+# these events, trimmed to one group's config entries: n5 stored the stable
+# entry at 251, was killed -9 before its round's events were written, and
+# reported it only after restarting, from its durable log.
+_KILLED_FOLLOWER = """
+{"kind":"config-appended","node":"n1","group":"part-0","term":20,"index":248,"old_peers":["n1","n2","n4","n5"],"peers":["n1","n5"],"token":470}
+{"kind":"config-applied","node":"n1","group":"part-0","term":20,"index":248,"old_peers":["n1","n2","n4","n5"],"peers":["n1","n5"],"token":470}
+{"kind":"config-committed","node":"n1","group":"part-0","term":20,"index":248,"old_peers":["n1","n2","n4","n5"],"peers":["n1","n5"],"token":470}
+{"kind":"config-appended","node":"n1","group":"part-0","term":20,"index":251,"old_peers":null,"peers":["n1","n5"],"token":470}
+{"kind":"config-applied","node":"n1","group":"part-0","term":20,"index":251,"old_peers":null,"peers":["n1","n5"],"token":470}
+{"kind":"config-committed","node":"n1","group":"part-0","term":29,"index":251,"old_peers":null,"peers":["n1","n5"],"token":470}
+{"kind":"config-appended","node":"n5","group":"part-0","term":11,"index":248,"old_peers":["n1","n2","n4","n5"],"peers":["n1","n5"],"token":470}
+{"kind":"config-applied","node":"n5","group":"part-0","term":11,"index":248,"old_peers":["n1","n2","n4","n5"],"peers":["n1","n5"],"token":470}
+{"kind":"started","node":"n5"}
+{"kind":"config-applied","node":"n5","group":"part-0","term":20,"index":251,"old_peers":null,"peers":["n1","n5"],"token":470}
+{"kind":"config-committed","node":"n5","group":"part-0","term":30,"index":251,"old_peers":null,"peers":["n1","n5"],"token":470}
+"""
+
+# The same run: leader n1 appended the joint entry at 229 (its appends went
+# out before its fsync, so n5 stored it), then was killed -9 before writing
+# that round's events.
+_KILLED_LEADER = """
+{"kind":"config-appended","node":"n2","group":"part-1","term":33,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+{"kind":"config-appended","node":"n3","group":"part-1","term":33,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+{"kind":"config-appended","node":"n4","group":"part-1","term":33,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+{"kind":"config-appended","node":"n5","group":"part-1","term":33,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+{"kind":"config-committed","node":"n5","group":"part-1","term":37,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+{"kind":"started","node":"n1"}
+{"kind":"config-applied","node":"n1","group":"part-1","term":33,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+{"kind":"config-committed","node":"n1","group":"part-1","term":37,"index":229,"old_peers":["n1","n5"],"peers":["n2","n3","n4"],"token":560}
+"""  # fmt: skip
+
+
+def _audit(lines: str, drop: Callable[[dict[str, Any]], bool]) -> dict[str, list[dict[str, Any]]]:
+    audit: dict[str, list[dict[str, Any]]] = {}
+    for line in lines.strip().splitlines():
+        ev = json.loads(line)
+        if not drop(ev):
+            audit.setdefault(ev["node"], []).append(ev)
+    return audit
+
+
+@pytest.mark.parametrize(
+    ("lines", "node", "index"), [(_KILLED_FOLLOWER, "n5", 251), (_KILLED_LEADER, "n1", 229)]
+)
+@pytest.mark.parametrize(
+    ("lost", "flagged"),
+    [
+        ((), False),
+        (("config-committed",), False),  # its restart's config-applied alone shows it
+        (("config-applied",), False),  # its config-committed alone shows it
+        (("config-applied", "config-committed"), True),  # no trace of it: no quorum
+    ],
+)
+def test_entry_stored_before_a_kill_counts_for_the_commit_quorum(
+    lines: str, node: str, index: int, lost: tuple[str, ...], flagged: bool
+) -> None:
+    """A node whose config-appended a kill -9 lost still stored the entry if
+    it later reports that configuration at that index as applied or committed."""
+
+    def drop(ev: dict[str, Any]) -> bool:
+        return ev["node"] == node and ev.get("index") == index and ev["kind"] in lost
+
+    result = _check(_audit(lines, drop))
+    assert result.figures["checks"]["commit-quorum"] >= 1
+    kinds = [a.kind for a in result.anomalies]
+    assert kinds == (["commit-without-quorum"] if flagged else []), result.anomalies
