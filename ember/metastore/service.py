@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from typing import Any
 
 import msgspec
@@ -33,6 +34,7 @@ from ember.metastore.state import Compacted, Event
 from ember.raft import NotLeader
 from ember.runtime import NodeRuntime, NodeStopping, OutcomeUnknown, ProposalDropped
 
+log = logging.getLogger(__name__)
 META_GROUP = "meta"
 _PROGRESS_S = 1.0
 
@@ -127,14 +129,30 @@ class MetaService:
             ) from None
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
         await resp.prepare(request)
+        try:
+            await self._stream(self.machine, resp, start, key, prefix)
+        except ConnectionResetError:
+            # The client went away (a watch ends that way normally): nothing to
+            # answer, nothing went wrong here.
+            log.debug("watch client %s disconnected", request.remote)
+        return resp
+
+    async def _stream(
+        self,
+        machine: MetastoreMachine,
+        resp: web.StreamResponse,
+        start: int,
+        key: str | None,
+        prefix: str | None,
+    ) -> None:
         while True:
             wake = self._wake  # before reading, so no apply in between is missed
-            state = self.machine.state  # a snapshot install replaces it
+            state = machine.state  # a snapshot install replaces it
             try:
                 events = state.watch_events(start, key=key, prefix=prefix)
             except Compacted as err:
                 await resp.write(msgspec.json.encode({"error": str(err)}) + b"\n")
-                break
+                return
             lines = [msgspec.json.encode(ev.to_json()) + b"\n" for ev in events]
             start = max(start, state.revision + 1)
             if lines:
@@ -143,7 +161,6 @@ class MetaService:
                 await resp.write(msgspec.json.encode({"progress": state.revision}) + b"\n")
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(wake.wait(), _PROGRESS_S)
-        return resp
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
