@@ -2,10 +2,13 @@
 
 The Raft core emits events without the envelope; `AuditLog.record` adds
 `node`, `mono_ns` (monotonic ns since this process started) and `wall`
-(Unix seconds), writes the line and flushes it, so a `kill -9` loses at most
-the event being written and readers (the phase-triggered nemesis, the
-checkers) see events as they happen. Flushed, not fsynced: audit events are
-evidence for checkers, not state the node recovers from.
+(Unix seconds), writes the line and flushes it, so readers (the
+phase-triggered nemesis, the checkers) see events as they happen. The
+runtime records a round's Raft events after that round's fsync, so a
+`kill -9` can lose the events of the round being written while its entries
+are already durable (docs/events.md says how the checkers allow for it).
+Flushed, not fsynced: audit events are evidence for checkers, not state the
+node recovers from.
 """
 
 from __future__ import annotations
