@@ -10,6 +10,12 @@ completion carries the group's configuration as read after the change, when
 the worker could read it), so it only asks for moves that make sense. Tokens
 increase across the run, so no request can be stale on purpose.
 
+The worker sends to the leader the client last knew for the partition. A
+node that answers it does not lead (421 / 503 no-leader: certainly not
+applied) may be a removed leader that hears from no one, so the worker then
+forgets it, asks every node's status for the highest-term leader and sends
+there, a few times, before the op fails.
+
 Outcomes: ok when the STABLE entry committed; fail when the change
 certainly did not take effect (refused, or reset during catch-up:
 ECATCHUP); info otherwise (a leader stepping down mid-change may leave a
@@ -30,6 +36,8 @@ from workloads.generator import Completion, Context, Event, Generator, Op, Resul
 MOVES = ("add", "remove", "replace", "disjoint")
 CHANGE_TIMEOUT_S = 20.0
 MIN_PEERS = 2  # never shrink a group below this: it must keep serving
+LEADER_SEARCHES = 3  # after a not-leader answer: look for the leader this many times
+SEARCH_PAUSE_S = 0.5  # between searches that found no leader (an election may be on)
 
 
 def plan_move(
@@ -118,6 +126,22 @@ class ChangePeersWorker:
         out = await self.client.request(
             "POST", "/admin/change-peers", body, base=base, partition=part
         )
+        for _ in range(LEADER_SEARCHES):
+            if not _no_leader(out):
+                break
+            # The leader we asked (cached, or named by a redirect) is not the
+            # leader any more: it may have been removed from the group and
+            # hears from no one. The change certainly was not applied, so it is
+            # safe to send again, to the node that leads now.
+            if part is not None:
+                self.client._leaders.pop(part, None)
+            leader = await self._find_leader(v["group"])
+            if leader is None:
+                await asyncio.sleep(SEARCH_PAUSE_S)
+                continue
+            out = await self.client.request(
+                "POST", "/admin/change-peers", body, base=leader, partition=part
+            )
         if out.type == "unknown" and isinstance(out.value, dict) and "id" in out.value:
             out = await self._poll(out, str(out.value["id"]))
         reply = self._classify(out, v)
@@ -142,6 +166,18 @@ class ChangePeersWorker:
         reason = f"{status}: {result.get('reason', '')}"
         return ("fail" if status == "ECATCHUP" else "info"), reason
 
+    async def _find_leader(self, group: str) -> str | None:
+        """The URL of the node that leads `group` in the highest term, asking every
+        node's /admin/status at once (None when none says it leads)."""
+        urls = list(self.client.urls)
+        docs = await asyncio.gather(*(self.client._get_json(u, "/admin/status") for u in urls))
+        leading: list[tuple[int, str]] = []
+        for url, doc in zip(urls, docs, strict=True):
+            st = (doc or {}).get("groups", {}).get(group)
+            if isinstance(st, dict) and st.get("role") == "leader":
+                leading.append((int(st.get("term", 0)), url))
+        return max(leading)[1] if leading else None
+
     async def _poll(self, out: Outcome, change_id: str) -> Outcome:
         """A change the node did not finish in time: poll its status for a while."""
         for _ in range(int(CHANGE_TIMEOUT_S * 2)):
@@ -165,3 +201,11 @@ class ChangePeersWorker:
         if conf.get("joint") or g.get("stage") not in (None, "none"):
             return None
         return sorted(conf.get("peers", []))
+
+
+def _no_leader(out: Outcome) -> bool:
+    """The node answered that it does not lead the group (certainly not applied)."""
+    if out.type != "fail" or out.status not in (421, 503):
+        return False
+    code = out.value.get("error") if isinstance(out.value, dict) else None
+    return code in ("no-leader", "not-leader")
