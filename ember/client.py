@@ -116,6 +116,7 @@ class EmberClient:
         self._hosts: dict[int, list[str]] = {}  # partition -> URLs its assignments name
         self._node_urls: dict[str, str] = {}  # node id -> URL
         self._stale = False
+        self._urls_learned = False
         self._refreshed_at = float("-inf")
         self._next = 0
         self._session: aiohttp.ClientSession | None = None
@@ -198,10 +199,12 @@ class EmberClient:
         self._refreshed_at = time.monotonic()
         for i in range(len(self.urls)):
             base = self.urls[(self._next + i) % len(self.urls)]
-            assigned = await self._get_json(base, "/admin/assignments")
-            if assigned is None:
-                continue
             status = await self._get_json(base, "/admin/status")
+            if status is None:
+                continue
+            # A cluster without the control plane has no assignments (404):
+            # the leaders alone still route, and the table is fresh again.
+            assigned = await self._get_json(base, "/admin/assignments") or {}
             await self._learn(assigned, status)
             self._stale = False
             return True
@@ -214,15 +217,20 @@ class EmberClient:
                 value = a.get("value")
                 if isinstance(value, list):
                     named.setdefault(int(a["partition"]), set()).update(map(str, value))
-        wanted = set().union(*named.values()) if named else set()
-        if wanted - set(self._node_urls):
+        groups = status.get("groups") if status is not None else None
+        groups = groups if isinstance(groups, dict) else {}
+        leaders = {st.get("leader") for st in groups.values() if isinstance(st, dict)}
+        wanted = set().union(*named.values(), {n for n in leaders if isinstance(n, str)})
+        if wanted - set(self._node_urls) and not self._urls_learned:
+            # Once per client: a node we cannot map (down, or not in `urls`)
+            # must not cost a round of /health calls on every refresh.
+            self._urls_learned = True
             await self._learn_node_urls()
         self._hosts = {
             p: sorted(self._node_urls[n] for n in ids if n in self._node_urls)
             for p, ids in named.items()
         }
-        groups = status.get("groups") if status is not None else None
-        for gid, st in (groups if isinstance(groups, dict) else {}).items():
+        for gid, st in groups.items():
             leader = st.get("leader") if isinstance(st, dict) else None
             if gid.startswith("part-") and gid[5:].isdigit() and leader in self._node_urls:
                 self._leaders[int(gid[5:])] = self._node_urls[leader]
