@@ -224,7 +224,8 @@ class PlacementDriver:
                 continue
             if key(ZONE, p, "stable") not in kv:
                 # A partition added by a partition-count change: its group as it is.
-                await self.meta.put(key(ZONE, p, "stable"), group_peers(self.runtime, p))
+                peers = await current_peers(self.runtime, self.peers, p)
+                await self.meta.put(key(ZONE, p, "stable"), peers)
             new = assign(zone.id, p, nodes_rec["value"], zone.replicas)
             out = await self.meta.invoke(trigger_invoke(ZONE, p, new, ts))
             self._seen(out["revision"])
@@ -343,6 +344,19 @@ class PlacementDriver:
         return {"node": self.runtime.id, "active": self.active, "revision": self.revision,
                 "step": self.step, "ticks": self.ticks, "watched": self.watch.events,
                 "leases": {str(p): v for p, v in sorted(self.leases.items())}}  # fmt: skip
+
+
+async def current_peers(runtime: NodeRuntime, peers: Peers, partition: int) -> list[str]:
+    """The voters of a partition's group as its leader reports them when it is
+    idle (no change running, not joint); else as this node knows them. This
+    node's own replica may be stopped or removed and its view stale, which
+    would write a stable assignment the group does not have."""
+    _, st = await peers.leader_status(f"part-{partition}")
+    if st is not None and st.get("stage") == "none" and not st.get("conf", {}).get("joint"):
+        voters = st.get("conf", {}).get("peers")
+        if isinstance(voters, list) and voters:
+            return sorted(str(v) for v in voters)
+    return group_peers(runtime, partition)
 
 
 def group_peers(runtime: NodeRuntime, partition: int) -> list[str]:

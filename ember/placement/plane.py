@@ -28,7 +28,7 @@ from ember.api import ApiError
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.metastore.machine import MetastoreMachine
 from ember.metastore.service import MetaService
-from ember.placement.driver import DRIVER_KEY, PlacementDriver, group_peers
+from ember.placement.driver import DRIVER_KEY, PlacementDriver, current_peers
 from ember.placement.peers import Peers
 from ember.rebalance.agent import PrimaryAgent
 from ember.rebalance.invokes import cancel_invoke
@@ -136,7 +136,7 @@ class ControlPlane:
         if rec["value"] is None:
             # Creation: each partition's stable assignment is its group as it is now.
             writes += [{"op": "put", "key": key(ZONE, p, "stable"),
-                        "value": group_peers(self.runtime, p)}
+                        "value": await current_peers(self.runtime, self.peers, p)}
                        for p in range(zone.partitions)]  # fmt: skip
         out = await self._meta("invoke", {"if": [cond], "then": writes})
         if not out["succeeded"]:
