@@ -16,6 +16,7 @@ from checkers.linearizability.models import (
     _cas_succeeded,
     _Illegal,
     _written,
+    cas_step,
 )
 from checkers.linearizability.types import LinOp
 
@@ -88,12 +89,7 @@ class KvModel:
             return op.input if state is None else state + op.input
         if f == "delete":
             return None
-        expected, new = op.input
-        if not op.known:
-            return new if state == expected else state
-        if _cas_succeeded(op):
-            return new if state == expected else ILLEGAL
-        return state if state != expected else ILLEGAL
+        return cas_step(state, op)
 
     def is_pure(self, op: LinOp) -> bool:
         """get, and cas known to have compared unequal."""

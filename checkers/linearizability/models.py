@@ -137,6 +137,17 @@ def _cas_succeeded(op: LinOp) -> bool:
     return op.output is not False
 
 
+def cas_step(state: Any, op: LinOp) -> Any:
+    """The state after a cas on a register holding `state` (ILLEGAL if the
+    outcome cannot follow from it); an unknown cas may or may not have swapped."""
+    expected, new = op.input
+    if not op.known:
+        return new if state == expected else state
+    if _cas_succeeded(op):
+        return new if state == expected else ILLEGAL
+    return state if state != expected else ILLEGAL
+
+
 class RegisterModel:
     """One register per key, initially None (absent).
 
@@ -162,12 +173,7 @@ class RegisterModel:
             return state if (not op.known or op.output == state) else ILLEGAL
         if f == "write":
             return op.input
-        expected, new = op.input
-        if not op.known:
-            return new if state == expected else state
-        if _cas_succeeded(op):
-            return new if state == expected else ILLEGAL
-        return state if state != expected else ILLEGAL
+        return cas_step(state, op)
 
     def is_pure(self, op: LinOp) -> bool:
         """Reads, and cas known to have compared unequal."""
