@@ -10,6 +10,10 @@ alter and the `targets` each zone partition then heads to (rendezvous
 assignment over the data nodes read right after; the placement driver may
 see other data nodes a moment later).
 
+Between alters, a few times a minute, a stale Rebalance request as a
+deposed placement driver would send it (`workloads.stale_request`; its own
+seeded schedule, so the alters are the same with or without it).
+
 Outcomes: ok when the alter committed; fail when it certainly did not (a
 conflicting concurrent alter: 409; a refused zone: 400; the metastore
 unreachable before the write); info when it may have (a timeout).
@@ -31,6 +35,7 @@ from ember.client import EmberClient
 from ember.zones import assign
 from harness.interpreter import Reply, ReplyType
 from workloads.generator import Completion, Context, Event, Generator, Op, Result
+from workloads.stale_request import StaleRequests, is_stale_op, send_stale
 
 ZONE = "default"
 REPLICAS = (3, 4, 5)
@@ -39,7 +44,8 @@ KINDS = ("replicas", "partitions", "filter")
 
 
 class RebalanceGen(Generator):
-    """Seeded zone alters spaced by `gap_s` on average, then `restore` at `stop_ns`."""
+    """Seeded zone alters spaced by `gap_s` on average, then `restore` at `stop_ns`;
+    the `stale` requests' ops in between when given."""
 
     def __init__(
         self,
@@ -49,6 +55,7 @@ class RebalanceGen(Generator):
         max_partitions: int,
         stop_ns: int,
         gap_s: float = 4.0,
+        stale: StaleRequests | None = None,
     ) -> None:
         self.rng, self.nodes = rng, sorted(nodes)
         self.max_partitions, self.stop_ns = max_partitions, stop_ns
@@ -58,6 +65,7 @@ class RebalanceGen(Generator):
                                      "filter": ["*"]}  # fmt: skip
         self.next_ns: int | None = None
         self.restored = False
+        self.stale = stale
 
     def restore(self) -> dict[str, Any]:
         """The last alter: every partition in the zone, every node admitted."""
@@ -89,6 +97,9 @@ class RebalanceGen(Generator):
         if self.next_ns >= self.stop_ns or ctx.time_ns >= self.stop_ns:
             self.restored = True
             return Op(f="alter-zone", value=self.restore(), time_ns=max(ctx.time_ns, self.stop_ns))
+        stale_at = self.stale.due(ctx.time_ns) if self.stale is not None else None
+        if self.stale is not None and stale_at is not None and stale_at < self.next_ns:
+            return self.stale.take(ctx.time_ns, int(self.zone["partitions"]))
         at = max(self.next_ns, ctx.time_ns)  # a slow alter pushes the schedule back
         self.next_ns = at + int((0.5 + self.rng.random()) * self.gap_ns)
         return Op(f="alter-zone", value=self.choose(), time_ns=at)
@@ -130,7 +141,9 @@ class RebalanceWorker:
         self.client, self.node_of = client, node_of
 
     async def invoke(self, op: Op) -> Reply:
-        """alter-zone; anything else is a harness bug (info)."""
+        """alter-zone or a stale request; anything else is a harness bug (info)."""
+        if is_stale_op(op):
+            return await send_stale(self.client, self.node_of, list(op.value["partitions"]))
         if op.f != "alter-zone":
             return Reply(type="info", error=f"rebalance workload has no op {op.f!r}")
         return await alter_zone(self.client, self.node_of, dict(op.value))

@@ -9,7 +9,8 @@ on its own thread kind (process ids in this order, after the clients):
   see `harness.db.ZONE_PARTITIONS`), so the placement driver and this
   workload never move the same group;
 - `rebalance` ("rebalance", 1 thread): zone alters in loops
-  (`workloads.rebalance`), ending with a restore before the quiet period;
+  (`workloads.rebalance`), ending with a restore before the quiet period,
+  and now and then a stale Rebalance request (`workloads.stale_request`);
 - `cancel-race` ("cancel", 1 thread): a trigger alter, then a cancel at a
   seeded phase (`workloads.cancel_race`);
 - `metastore` ("meta", META_THREADS threads, and "watch", 1 thread):
@@ -177,6 +178,7 @@ def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dic
     from workloads import metastore
     from workloads.cancel_race import CancelRaceGen
     from workloads.rebalance import RebalanceGen
+    from workloads.stale_request import StaleRequests
 
     t, out = plan.time_limit_s, dict(gens)
     stop_ns = int(t * NS_PER_S)
@@ -185,6 +187,7 @@ def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dic
         out["rebalance"] = RebalanceGen(
             plan.rng("rebalance"), [n.name for n in db.nodes], max_partitions=parts,
             stop_ns=stop_ns, gap_s=float(plan.options.get("rebalance_interval_s", 4.0)),
+            stale=StaleRequests(plan.rng("stale-request"), stop_ns=stop_ns),
         )  # fmt: skip
     if "cancel-race" in plan.workload:
         out["cancel"] = CancelRaceGen(
