@@ -103,6 +103,18 @@ async def _body(request: web.Request, kind: type[Any]) -> Any:
         raise ApiError(400, "bad-request", f"body is not valid JSON: {err}") from None
 
 
+async def json_object(request: web.Request, what: str = "body") -> dict[str, Any]:
+    """The request's JSON object body ({} when empty); 400 naming what is wrong."""
+    raw = await request.read()
+    try:
+        body = msgspec.json.decode(raw) if raw.strip() else {}
+    except msgspec.DecodeError as err:
+        raise ApiError(400, "bad-request", f"body is not valid JSON: {err}") from None
+    if not isinstance(body, dict):
+        raise ApiError(400, "bad-request", f"{what} must be a JSON object")
+    return body
+
+
 def _timeout(request: web.Request) -> float:
     text = request.query.get("timeout_s")
     if text is None:
@@ -318,13 +330,7 @@ class Api:
 
     async def failpoint_enable(self, request: web.Request) -> web.Response:
         """Switch a failpoint on with the body's parameters."""
-        raw = await request.read()
-        try:
-            params = msgspec.json.decode(raw) if raw.strip() else {}
-        except msgspec.DecodeError as err:
-            raise ApiError(400, "bad-request", f"body is not valid JSON: {err}") from None
-        if not isinstance(params, dict):
-            raise ApiError(400, "bad-request", "failpoint parameters must be a JSON object")
+        params = await json_object(request, "failpoint parameters")
         try:
             fp = self.runtime.failpoints.enable(request.match_info["name"], params)
         except FailpointError as err:

@@ -28,7 +28,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from ember.api import ApiError
+from ember.api import ApiError, json_object
 from ember.metastore.machine import MetastoreMachine, encode
 from ember.metastore.state import Compacted, Event
 from ember.raft import NotLeader
@@ -69,13 +69,7 @@ class MetaService:
 
     def _handler(self, op: str) -> Any:
         async def handle(request: web.Request) -> web.Response:
-            raw = await request.read()
-            try:
-                body = msgspec.json.decode(raw) if raw.strip() else {}
-            except msgspec.DecodeError as err:
-                raise ApiError(400, "bad-request", f"body is not valid JSON: {err}") from None
-            if not isinstance(body, dict):
-                raise ApiError(400, "bad-request", "body must be a JSON object")
+            body = await json_object(request)
             cmd = {"op": op, "spec": body} if op == "invoke" else {**body, "op": op}
             return _json(await self.execute(cmd, _timeout(request)))
 

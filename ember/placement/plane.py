@@ -24,7 +24,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from ember.api import ApiError
+from ember.api import ApiError, json_object
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.metastore.machine import MetastoreMachine
 from ember.metastore.service import MetaService
@@ -119,7 +119,7 @@ class ControlPlane:
         zone_id = request.match_info["id"]
         if zone_id != ZONE:
             raise ApiError(400, "bad-request", f"this build drives one zone, {ZONE!r}")
-        changes = await _object(request)
+        changes = await json_object(request)
         rec = await self._meta("get", {"key": config_key(ZONE)})
         cfg = self.runtime.cfg
         base = rec["value"] or {"id": ZONE, "replicas": len(cfg.bootstrap),
@@ -165,7 +165,7 @@ class ControlPlane:
 
     async def cancel_rebalance(self, request: web.Request) -> web.Response:
         """Write cancel = (stable, pending) for a partition, guarded on pending's revision."""
-        body = await _object(request)
+        body = await json_object(request)
         p = body.get("partition")
         if not isinstance(p, int) or isinstance(p, bool) or p < 0:
             raise ApiError(400, "bad-request", "partition must be a non-negative integer")
@@ -199,19 +199,19 @@ class ControlPlane:
 
     async def grant(self, request: web.Request) -> web.Response:
         """The driver made this node a partition's primary."""
-        b = await _object(request)
+        b = await json_object(request)
         self.agent.grant(b["zone"], int(b["partition"]), int(b["lease_revision"]),
                          int(b["last_seen_revision"]))  # fmt: skip
         return _json({"ok": True})
 
     async def revoke(self, request: web.Request) -> web.Response:
         """The driver moves the partition's primary away: stop acting for it."""
-        b = await _object(request)
+        b = await json_object(request)
         await self.agent.revoke(b["zone"], int(b["partition"]))
         return _json({"ok": True})
 
     async def _request(self, kind: str, request: web.Request) -> web.Response:
-        b = await _object(request)
+        b = await json_object(request)
         if not self.agent.is_primary(b["zone"], int(b["partition"])):
             raise ApiError(
                 409, "not-primary", f"{self.runtime.id} is not primary of {b['partition']}"
@@ -229,25 +229,14 @@ class ControlPlane:
 
     async def group_event(self, request: web.Request) -> web.Response:
         """rebalance-done / rebalance-error / leader-elected from a group leader."""
-        return _json({"matched": self.agent.group_event(await _object(request))})
+        return _json({"matched": self.agent.group_event(await json_object(request))})
 
     async def cancel_group(self, request: web.Request) -> web.Response:
         """The cancel table, run on the group's leader."""
-        b = await _object(request)
+        b = await json_object(request)
         if b.get("group") not in self.runtime.groups:
             raise ApiError(404, "unknown-group", f"no group {b.get('group')!r}")
         return _json(await cancel_group(self.runtime, b))
-
-
-async def _object(request: web.Request) -> dict[str, Any]:
-    raw = await request.read()
-    try:
-        body = msgspec.json.decode(raw) if raw.strip() else {}
-    except msgspec.DecodeError as err:
-        raise ApiError(400, "bad-request", f"body is not valid JSON: {err}") from None
-    if not isinstance(body, dict):
-        raise ApiError(400, "bad-request", "body must be a JSON object")
-    return body
 
 
 def _json(data: Any, status: int = 200) -> web.Response:
