@@ -127,6 +127,22 @@ class ProcessDB:
 
     spec: ProcessSpec
 
+    def fetch_files(
+        self, control: Control, names: Sequence[str], run: RunDir, files: Sequence[tuple[str, str]]
+    ) -> list[str]:
+        """Copy each (remote path, run-dir file name: log | events) of every node
+        into `nodes/<n>/`; returns what could not be fetched."""
+        missing = []
+        for name in names:
+            run.node_dir(name).mkdir(parents=True, exist_ok=True)
+            for remote, kind in files:
+                local = run.log(name) if kind == "log" else run.events(name)
+                try:
+                    control.fetch(name, remote, local)
+                except (ControlError, OSError) as exc:
+                    missing.append(f"{name}:{remote} ({exc})")
+        return missing
+
     def start(self, control: Control, names: Sequence[str]) -> Fault:
         """Start the daemon where it is not running (idempotent)."""
         return process.start(control, names, self.spec)
@@ -340,16 +356,9 @@ class EmberDB(ProcessDB):
 
     def collect(self, control: Control, names: Sequence[str], run: RunDir) -> list[str]:
         """Fetch ember.log and events.jsonl of each node; returns what could not be."""
-        missing = []
-        for name in names:
-            run.node_dir(name).mkdir(parents=True, exist_ok=True)
-            for remote, local in ((self.log_path, run.log(name)),
-                                  (self.audit_path(), run.events(name))):  # fmt: skip
-                try:
-                    control.fetch(name, remote, local)
-                except (ControlError, OSError) as exc:
-                    missing.append(f"{name}:{remote} ({exc})")
-        return missing
+        return self.fetch_files(
+            control, names, run, ((self.log_path, "log"), (self.audit_path(), "events"))
+        )
 
 
 def _toml(value: Any) -> str:

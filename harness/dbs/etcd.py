@@ -229,11 +229,4 @@ class EtcdDB(ProcessDB):
 
     def collect(self, control: Control, names: Sequence[str], run: RunDir) -> list[str]:
         """Fetch each node's etcd log (spares' logs are empty, still fetched)."""
-        missing = []
-        for name in names:
-            run.node_dir(name).mkdir(parents=True, exist_ok=True)
-            try:
-                control.fetch(name, self.log_path, run.log(name))
-            except (ControlError, OSError) as exc:
-                missing.append(f"{name}:{self.log_path} ({exc})")
-        return missing
+        return self.fetch_files(control, names, run, ((self.log_path, "log"),))
