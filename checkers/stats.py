@@ -29,7 +29,7 @@ from checkers.api import UNKNOWN, CheckContext, CheckerResult
 from checkers.history import Operation
 
 MEMBERSHIP_FS = frozenset(
-    {"change-peers", "alter-zone", "set-replicas", "rebalance", "cancel-rebalance"}
+    {"change-peers", "alter-zone", "set-replicas", "rebalance", "cancel-rebalance", "stale-request"}
 )
 DEFAULT_MIN_OK_OPS = 10
 _HEALED_BY = {"kill": "start", "stop": "start", "pause": "resume"}

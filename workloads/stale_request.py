@@ -54,7 +54,7 @@ ZONE = "default"
 # The f the checkers already treat as a control-plane request, never as a
 # client op on the model (checkers.stats.MEMBERSHIP_FS): a new f would be
 # fed to the linearizability check. `stale: true` in the value tells it apart.
-STALE_F = "rebalance"
+STALE_F = "stale-request"
 GAP_S = 12.0
 LIMIT = 20
 
