@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -36,7 +38,10 @@ from ember.rebalance.keys import assignment_writes, config_key, data_nodes_key, 
 from ember.rebalance.listener import ZONE, GroupListener, cancel_group
 from ember.rebalance.replicas import ReplicaManager
 from ember.runtime import NodeRuntime
+from ember.smallfile import replace_text
 from ember.zones import Zone, ZoneError
+
+log = logging.getLogger(__name__)
 
 
 class ControlPlane:
@@ -55,9 +60,9 @@ class ControlPlane:
         self._tasks: list[asyncio.Task[None]] = []
         # A restarted replica re-applies its log from its last snapshot; reporting
         # those writes again would make its reports go back, so it remembers the
-        # last revision it reported (a plain write survives a process kill).
+        # last revision it reported (replaced whole: a kill never leaves it torn).
         self._mark = runtime.cfg.data_dir / "assignments.reported"
-        self._reported = int(self._mark.read_text()) if self._mark.exists() else 0
+        self._reported = _read_mark(self._mark)
         if machine is not None:
             machine.listeners.append(self._report_assignments)
 
@@ -67,7 +72,7 @@ class ControlPlane:
             self.runtime.audit.record(ev)
         if fresh:
             self._reported = max(ev["revision"] for ev in fresh)
-            self._mark.write_text(str(self._reported))
+            replace_text(self._mark, str(self._reported))
 
     def add_routes(self, app: web.Application) -> None:
         """Register the admin, /meta and /internal routes."""
@@ -243,3 +248,16 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(
         body=msgspec.json.encode(data), status=status, content_type="application/json"
     )
+
+
+def _read_mark(path: Path) -> int:
+    """The last reported revision; 0 when absent. A file this build did not
+    write whole (an older build's torn write) is reported and ignored rather
+    than stopping the node from starting."""
+    try:
+        return int(path.read_text())
+    except FileNotFoundError:
+        return 0
+    except ValueError:
+        log.warning("%s is not a revision; reporting assignment writes from the start", path)
+        return 0

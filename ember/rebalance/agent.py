@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +43,7 @@ from ember.placement.peers import Peers
 from ember.rebalance.invokes import cancel_invoke, done_invoke
 from ember.rebalance.keys import assignments_prefix, key
 from ember.runtime import NodeRuntime
+from ember.smallfile import replace_text
 
 log = logging.getLogger(__name__)
 EVENT_WAIT_S = 3.0
@@ -89,12 +89,7 @@ class PrimaryAgent:
             return {}
 
     def _persist(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
-        with open(tmp, "w") as fh:
-            json.dump(self.last_seen, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, self.path)
+        replace_text(self.path, json.dumps(self.last_seen), durable=True)
 
     def _audit(self, kind: str, **fields: Any) -> None:
         self.runtime.audit.record({"kind": kind, **fields}, f"part-{fields.get('partition')}")

@@ -48,7 +48,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -59,6 +58,7 @@ from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable, wat
 from ember.rebalance.keys import assignments_prefix, config_key, key
 from ember.rebalance.listener import ZONE, lease_key
 from ember.runtime import NodeRuntime, partition_group
+from ember.smallfile import replace_text
 
 if TYPE_CHECKING:  # ember.placement imports this module: annotations only
     from ember.placement.peers import Peers
@@ -174,9 +174,7 @@ class ReplicaManager:
         return [str(n) for n in names] if isinstance(names, list) else []
 
     def _save(self) -> None:
-        tmp = self._mark.with_suffix(".tmp")
-        tmp.write_text(json.dumps(sorted(self.runtime.stopped)))
-        os.replace(tmp, self._mark)
+        replace_text(self._mark, json.dumps(sorted(self.runtime.stopped)))
 
     async def run(self) -> None:
         """Reconcile until cancelled: on every watch event, else every `tick_s`."""
