@@ -29,7 +29,7 @@ from aiohttp import web
 from ember.api import Api
 from ember.kv import DEFAULT_PARTITIONS, KvTable, make_machines
 from ember.metastore import META_GROUP, MetastoreMachine
-from ember.placement import ControlPlane
+from ember.placement.plane import ControlPlane
 from ember.raft import PLANTED_BUGS, RaftConfig
 from ember.runtime import ConfigError, NodeConfig, NodeRuntime
 from ember.runtime.config import parse_hostport, parse_peers

@@ -103,6 +103,20 @@ class PrimaryAgent:
         # Never backwards: this node may have seen newer requests before.
         self.last_seen[name] = max(self.last_seen.get(name, 0), last_seen)
         self._persist()
+        job = self.jobs.get(name)
+        if job is not None and job.request_revision < self.last_seen[name]:
+            # A job started by a request from before this grant may be a deposed
+            # driver's: drop it rather than finish it under the new last seen.
+            # The granting driver resends the request at its current revision,
+            # and the job starts again (requests are idempotent). The soak's
+            # seed 105 finished such a job and reported it applied below last seen.
+            del self.jobs[name]
+            if job.task is not None:
+                job.task.cancel()
+            self._audit("rebalance-request" if job.kind == "rebalance" else "cancel-request",
+                        direction="dropped", zone=zone, partition=partition,
+                        request_revision=job.request_revision,
+                        last_seen_revision=self.last_seen[name], peers=job.new)  # fmt: skip
 
     async def revoke(self, zone: str, partition: int) -> None:
         """Hand the lease over: stop acting for the partition (graceful transfer)."""
