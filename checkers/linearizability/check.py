@@ -37,6 +37,9 @@ _ROUNDS: tuple[int | None, ...] = (2_000, 100_000, None)
 _POOL_MIN_OPS = 20_000
 # Rough bytes per memo entry, to turn a memory limit into a memo cap.
 _MEMO_ENTRY_BYTES = 400
+_POLL_S = 1.0  # how often a wait on the worker pool checks the deadline
+_LOST_WORKER_GRACE_S = 10.0  # past the deadline: a worker's chunk is lost, not late
+LOST_WORKER = "a checker worker process was lost (killed?) before answering"
 
 
 class HistoryError(ValueError):
@@ -181,7 +184,21 @@ class _Runner:
         if self._pool is None:
             self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
         tasks = [(self.model, c, budget) for c in _chunks(parts, self.workers * 8)]
-        for results in self._pool.imap_unordered(_check_chunk, tasks):
+        done: set[str] = set()
+        results_of = self._pool.imap_unordered(_check_chunk, tasks)
+        for _ in tasks:
+            while True:
+                try:
+                    results = results_of.next(timeout=_POLL_S)
+                    break
+                except multiprocessing.TimeoutError:
+                    # A Pool never re-runs the chunk of a worker that died (killed,
+                    # out of memory): without this bound the check waits forever.
+                    if time.monotonic() > budget.deadline + _LOST_WORKER_GRACE_S:
+                        self.close()
+                        yield from _lost(parts, done)
+                        return
+            done.update(repr(r.key) for r in results)
             yield from results
 
     def close(self) -> None:
@@ -190,6 +207,13 @@ class _Runner:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+
+
+def _lost(parts: list[tuple[Any, list[LinOp]]], done: set[str]) -> Iterator[PartitionResult]:
+    """Unknown verdicts for the partitions a lost worker never answered for."""
+    for key, ops in parts:
+        if repr(key) not in done:
+            yield PartitionResult(key=key, valid="unknown", ops=len(ops), reason=LOST_WORKER)
 
 
 def _merge(results: Iterable[PartitionResult]) -> Validity:
