@@ -75,13 +75,27 @@ def _events(audit: Audit, kinds: tuple[str, ...]) -> Iterator[tuple[str, dict[st
 
 
 def committed_stable(audit: Audit) -> Commits:
-    """Per group, the stable configurations committed: (peers, wall) per report."""
-    out: Commits = {}
+    """Per group, the stable configurations committed: (peers, wall), one per
+    log index at the EARLIEST report of it. A node catching up (a replica step 5
+    restarted, say) reports old commits again much later; counted at that
+    late time, an old configuration looks committed after a newer pending
+    write (soak seed 106 flagged a correct cancel that way)."""
+    first: dict[tuple[str, Any], tuple[tuple[str, ...], Any]] = {}
+    unindexed: Commits = {}
     for _, ev in _events(audit, ("config-committed",)):
-        if ev.get("stage") == "stable" and isinstance(ev.get("group"), str):
-            out.setdefault(ev["group"], []).append(
-                (peers_of(ev.get("peers")) or (), ev.get("wall"))
-            )
+        if ev.get("stage") != "stable" or not isinstance(ev.get("group"), str):
+            continue
+        entry = (peers_of(ev.get("peers")) or (), ev.get("wall"))
+        if not isinstance(ev.get("index"), int):
+            unindexed.setdefault(ev["group"], []).append(entry)
+            continue
+        key = (ev["group"], ev["index"])
+        prev = first.get(key)
+        if prev is None or (entry[1] is not None and (prev[1] is None or entry[1] < prev[1])):
+            first[key] = entry
+    out: Commits = unindexed
+    for (group, _index), entry in sorted(first.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        out.setdefault(group, []).append(entry)
     return out
 
 

@@ -29,7 +29,7 @@ def _commit(peers: list[str], wall: float) -> dict[str, Any]:
         "kind": "config-committed",
         "group": "part-0",
         "stage": "stable",
-        "index": 9,
+        "index": int(wall * 10),  # one log index per commit, as in a real log
         "peers": peers,
         "old_peers": None,
         "wall": wall,
@@ -200,3 +200,40 @@ def test_each_planted_rebalance_bug_is_flagged_anywhere(bug: str) -> None:
         assert bug in {a.kind for a in anomalies}, anomalies
 
     run()
+
+
+def _late_report_audit(extra_commit_index: int | None) -> dict[str, list[dict[str, Any]]]:
+    """Soak seed 106, trimmed: part-0 committed stable n1..n5 at index 851 long
+    ago; much later a pending of n1..n5 (revision 1720) is cancelled while n4,
+    a replica restarted by step 5, catches up and reports index 851 again."""
+    five = ["n1", "n2", "n3", "n4", "n5"]
+    commit = {"kind": "config-committed", "group": "part-0", "stage": "stable",
+              "peers": five, "old_peers": None, "index": 851}  # fmt: skip
+    pending = {
+        "kind": "assignments-written",
+        "zone": "default",
+        "partition": 0,
+        "revision": 1720,
+        "wall": 5.689,
+        "group": "part-0",
+        "keys": {"zone.default.p0.assignments.pending": {"old": None, "new": five}},
+    }
+    cancel = {"kind": "cancel-request", "direction": "applied", "outcome": "cancelled",
+              "zone": "default", "partition": 0, "request_revision": 1723,
+              "last_seen_revision": 1723, "peers": five, "pending_revision": 1720,
+              "group": "part-0", "wall": 6.004}  # fmt: skip
+    n1 = [{**commit, "wall": 1.0}, pending, cancel]
+    n4 = [{**commit, "wall": 5.864}]
+    if extra_commit_index is not None:
+        n4.append({**commit, "index": extra_commit_index, "wall": 5.9})
+    return {"n1": n1, "n4": n4}
+
+
+def test_a_late_report_of_an_old_commit_does_not_blame_a_cancel() -> None:
+    anomalies, _ = check_assignments(_late_report_audit(None))
+    assert anomalies == []
+
+
+def test_a_new_commit_of_the_cancelled_peers_after_the_pending_is_still_caught() -> None:
+    anomalies, _ = check_assignments(_late_report_audit(930))
+    assert "cancel-reverted-new-config" in {a.kind for a in anomalies}
