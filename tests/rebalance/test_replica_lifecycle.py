@@ -21,6 +21,7 @@ from tests.rebalance.flow import (
     assignments,
     audit,
     call_any,
+    group_peers,
     live,
     targets,
 )
@@ -33,15 +34,6 @@ def _hosts(cluster: ProcCluster, p: int) -> set[str]:
     return {n for n in live(cluster) if f"part-{p}" in cluster.status(n)["groups"]}
 
 
-def _settled_peers(cluster: ProcCluster, p: int) -> list[str] | None:
-    for node in live(cluster):
-        st = cluster.status(node)["groups"].get(f"part-{p}")
-        if st is not None and st["role"] == "leader":
-            idle = st["stage"] == "none" and not st["conf"]["joint"]
-            return sorted(st["conf"]["peers"]) if idle else None
-    return None
-
-
 def _converged(cluster: ProcCluster, want: dict[int, list[str]] | None = None) -> bool:
     """Keys settled at the targets, each group's voters = stable, and exactly
     the stable nodes run each zone partition's replica."""
@@ -52,7 +44,7 @@ def _converged(cluster: ProcCluster, want: dict[int, list[str]] | None = None) -
             kinds = keys.get(p, {})
             if any(kinds.get(k) for k in ("pending", "planned", "cancel")):
                 return False
-            if kinds.get("stable") != peers or _settled_peers(cluster, p) != peers:
+            if kinds.get("stable") != peers or group_peers(cluster, p) != peers:
                 return False
             if _hosts(cluster, p) != set(peers):
                 return False
