@@ -21,7 +21,7 @@ from tests.rebalance.flow import (
     assignments,
     audit,
     call_any,
-    group_peers,
+    is_converged,
     live,
     targets,
 )
@@ -35,20 +35,13 @@ def _hosts(cluster: ProcCluster, p: int) -> set[str]:
 
 
 def _converged(cluster: ProcCluster, want: dict[int, list[str]] | None = None) -> bool:
-    """Keys settled at the targets, each group's voters = stable, and exactly
-    the stable nodes run each zone partition's replica."""
+    """The flow's convergence, and exactly the stable nodes run each zone
+    partition's replica."""
     try:
         want = targets(cluster) if want is None else want
-        keys = assignments(cluster)
-        for p, peers in want.items():
-            kinds = keys.get(p, {})
-            if any(kinds.get(k) for k in ("pending", "planned", "cancel")):
-                return False
-            if kinds.get("stable") != peers or group_peers(cluster, p) != peers:
-                return False
-            if _hosts(cluster, p) != set(peers):
-                return False
-        return True
+        return is_converged(cluster, want) and all(
+            _hosts(cluster, p) == set(peers) for p, peers in want.items()
+        )
     except (AssertionError, OSError, KeyError):
         return False
 
