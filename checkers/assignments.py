@@ -13,7 +13,8 @@ number (the trigger's revision or timestamp); `cancel` is
 The checker dedupes writes by (zone, partition, revision) and replays them
 in revision order, rebuilding each partition's keys, and checks:
 
-- per node, the revisions it reports for a partition never go back;
+- per node and process start, the revisions it reports for a partition never
+  go back (a restart replays the metastore log and reports again);
 - two reports of one revision agree; each write's `old` is the previous
   `new` of that key (no lost or reordered write);
 - planned exists only while pending exists;
@@ -136,7 +137,13 @@ def _collect_writes(
 ) -> dict[PartitionKey, dict[int, dict[str, Any]]]:
     writes: dict[PartitionKey, dict[int, dict[str, Any]]] = {}
     last_seen: dict[tuple[str, PartitionKey], dict[str, Any]] = {}
-    for node, ev in _events(audit, ("assignments-written",)):
+    for node, ev in _events(audit, ("assignments-written", "started")):
+        if ev.get("kind") == "started":
+            # A restarted node replays its metastore log from its last
+            # snapshot and reports those writes again, from an old revision.
+            for key in [k for k in last_seen if k[0] == node]:
+                del last_seen[key]
+            continue
         rev = ev.get("revision")
         if not isinstance(rev, int) or not isinstance(ev.get("keys"), dict):
             _flag(out, "assignments-malformed", f"{node}: no integer revision or keys", ev)

@@ -31,6 +31,7 @@ from checkers.assignments import peers_of, replay_partitions
 from checkers.stats import change_windows, fault_windows
 
 DEFAULT_QUIET_S = 5.0
+STILL_WRITTEN_S = 2.0
 NS_PER_S = 1_000_000_000
 
 
@@ -61,8 +62,10 @@ class ConvergenceChecker:
         out: list[Anomaly] = []
         stable = self._assignments(ctx.audit, out)
         groups = group_ends(ctx.audit, out)
+        walls = [ev.get("wall") for evs in ctx.audit.values() for ev in evs[-1:]]
+        audit_end = max((w for w in walls if isinstance(w, int | float)), default=0.0)
         for group in sorted(groups):
-            self._group(group, groups[group], stable, out)
+            self._group(group, groups[group], stable, out, audit_end)
         return verdict(self.name, out, groups=len(groups), partitions=len(stable))
 
     @staticmethod
@@ -94,6 +97,7 @@ class ConvergenceChecker:
         end: _GroupEnd,
         stable: dict[str, tuple[str, ...] | None],
         out: list[Anomaly],
+        audit_end: float = 0.0,
     ) -> None:
         # A node is leader at the end if its last role says so and it has seen
         # no later term since: a leader that crashed (a restart emits no role)
@@ -153,6 +157,8 @@ class ConvergenceChecker:
         # A voter with no digest while others have one has not caught up.
         last = {n: _state(end.applied.get(n)) for n in voters or ()}
         if any(v != (None, None) for v in last.values()) and len(set(last.values())) > 1:
+            if _still_written(end, voters or (), audit_end):
+                return  # caught mid-stream; equal digests at equal indexes are checked above
             _flag(out, "replicas-diverge", f"{group} voters end at different states: {last}")
 
 
@@ -204,6 +210,7 @@ class _GroupEnd:
         self.leader: dict[str, dict[str, Any]] = {}
         self.conf: dict[str, dict[str, Any]] = {}
         self.applied: dict[str, dict[str, Any]] = {}
+        self.previous_applied: dict[str, dict[str, Any]] = {}  # the report before the last
         self.digests: dict[int, dict[str, Any]] = {}
 
     def restart(self, node: str) -> None:
@@ -226,6 +233,9 @@ class _GroupEnd:
         elif kind == "config-applied":
             self.conf[node] = ev
         elif kind == "applied" and isinstance(ev.get("index"), int):
+            last = self.applied.get(node)
+            if last is not None and last.get("index") != ev["index"]:
+                self.previous_applied[node] = last
             self.applied[node] = ev
             first = self.digests.setdefault(ev["index"], ev)
             if first.get("digest") != ev.get("digest"):
@@ -256,6 +266,25 @@ def group_ends(audit: dict[str, list[dict[str, Any]]], out: list[Anomaly]) -> di
 def _conf_of(ev: dict[str, Any]) -> tuple[Any, ...]:
     # Not the index: a snapshot's configuration carries the snapshot's index.
     return peers_of(ev.get("peers")), peers_of(ev.get("old_peers"))
+
+
+def _still_written(end: _GroupEnd, voters: tuple[str, ...], audit_end: float) -> bool:
+    """Whether the group's voters differ only because it was still being written
+    when the logs were collected: the furthest voter reported its last digest
+    within STILL_WRITTEN_S of the end, and no voter is two reports behind it
+    (the metastore's group takes lease renewals to the very end; a KV group,
+    quiet for the whole quiet period, never qualifies)."""
+    reports = {n: end.applied[n] for n in voters if n in end.applied}
+    if len(reports) != len(voters) or not reports:
+        return False
+    indexes = {n: int(ev.get("index") or 0) for n, ev in reports.items()}
+    top = max(indexes, key=lambda n: indexes[n])
+    wall = reports[top].get("wall")
+    if not isinstance(wall, int | float) or audit_end - wall > STILL_WRITTEN_S:
+        return False
+    previous = end.previous_applied.get(top)
+    floor = int(previous.get("index") or 0) if previous else indexes[top]
+    return all(i >= floor for i in indexes.values())
 
 
 def _state(ev: dict[str, Any] | None) -> tuple[Any, Any]:

@@ -14,8 +14,9 @@ node recovers from.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, ClassVar
 
 import msgspec
 
@@ -23,7 +24,14 @@ _encoder = msgspec.json.Encoder()
 
 
 class AuditLog:
-    """Appends enveloped events to one file; `close()` when the node stops."""
+    """Appends enveloped events to one file; `close()` when the node stops.
+
+    `taps` (empty in the daemon) are called with every enveloped event as it
+    is written: the simulator's phase trigger reads events there, at the
+    instant they happen, instead of tailing the file.
+    """
+
+    taps: ClassVar[list[Callable[[dict[str, Any]], None]]] = []
 
     def __init__(self, path: str | Path, node_id: str) -> None:
         self.path = Path(path)
@@ -46,6 +54,8 @@ class AuditLog:
         self._fh.write(_encoder.encode(full) + b"\n")
         self._fh.flush()
         self.count += 1
+        for tap in self.taps:
+            tap(full)
 
     def close(self) -> None:
         """Flush and close; later records are dropped."""

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -172,8 +173,15 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
     )
 
 
-async def serve(cfg: NodeConfig) -> None:
-    """Run the node until SIGTERM or SIGINT, then stop cleanly."""
+async def serve(
+    cfg: NodeConfig,
+    on_started: Callable[[NodeRuntime, ControlPlane | None], None] | None = None,
+) -> None:
+    """Run the node until SIGTERM or SIGINT, then stop cleanly.
+
+    `on_started` is told the runtime and control plane once both serve (the
+    simulator reads node state through it; the daemon passes nothing).
+    """
     machines = make_machines(cfg.partitions)
     meta = MetastoreMachine() if cfg.node_id in cfg.meta_nodes else None
     if meta is not None:
@@ -204,6 +212,8 @@ async def serve(cfg: NodeConfig) -> None:
         )
         if plane is not None:
             await plane.start()
+        if on_started is not None:
+            on_started(runtime, plane)
         await stop.wait()
     finally:
         log.info("node %s stopping", cfg.node_id)

@@ -10,7 +10,8 @@ path, the verdict and, last, the command that replays it. `--test-count N`
 runs N plans with seeds seed, seed+1, ...; the exit code is the worst
 (1 if any run was invalid, else 2 if any was unknown or failed, else 0).
 `replay` reads a run's test.json and runs the same plan again (same seed:
-same generated ops, fault kinds, targets and order) into a new run dir.
+same generated ops, fault kinds, targets and order) into a new run dir; a
+simulated run replays byte for byte, and replay says whether it did.
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     if args.backend == "sim" and not system.supports_sim:
         sims = " and ".join(n for n, s in SYSTEMS.items() if s.supports_sim)
         raise CliError(f"--backend sim simulates {sims} only; run {args.db} on docker or ssh")
+    if args.backend == "sim":
+        for flag, given in (("--leave-running", getattr(args, "leave_running", False)),
+                            ("--hosts", args.hosts is not None)):  # fmt: skip
+            if given:
+                raise CliError(
+                    f"{flag} has no meaning with --backend sim "
+                    "(the simulated cluster lives inside the run)"
+                )
     if args.workload is None:
         workload = system.default_workload()
     else:
@@ -186,7 +195,9 @@ def add_parser(subparsers: Any) -> None:
     r.set_defaults(func=_replay_cmd)
 
 
-def _one(plan: plans.Plan, store: Path, args: argparse.Namespace) -> RunOutcome:
+def _one(
+    plan: plans.Plan, store: Path, args: argparse.Namespace, replay_of: Path | None = None
+) -> RunOutcome:
     status = RunStatus()
     progress = Progress(lambda: status, enabled=not args.no_progress)
     print(f"seed {plan.seed}", flush=True)
@@ -209,6 +220,8 @@ def _one(plan: plans.Plan, store: Path, args: argparse.Namespace) -> RunOutcome:
         if r.valid is False and r.anomalies:
             print(f"  {name}: {len(r.anomalies)} anomalies; first: {r.anomalies[0].message}")
     print(f"replay: faultline replay {shlex.quote(str(outcome.run.path))}")
+    if replay_of is not None and plan.backend == "sim":
+        print(replay_verdict(replay_of, outcome.run.path))
     if outcome.report is not None:
         # Last, so `make run` ends with the page to open.
         print(f"report: {outcome.report}")
@@ -240,4 +253,21 @@ def _replay_cmd(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     # store/<test>/<run>: the run's own store root unless told otherwise.
     store = args.store or run_dir.resolve().parent.parent
-    return _one(plan, store, args).exit_code
+    return _one(plan, store, args, replay_of=run_dir).exit_code
+
+
+def replay_verdict(original: Path, replayed: Path) -> str:
+    """Whether a simulated run's replay wrote the same bytes (it must: one seed, one run)."""
+    names = [
+        "history.jsonl",
+        *sorted(str(p.relative_to(original)) for p in original.glob("nodes/*/events.jsonl")),
+    ]
+    differ = [n for n in names
+              if not (replayed / n).is_file()
+              or (original / n).read_bytes() != (replayed / n).read_bytes()]  # fmt: skip
+    if not differ:
+        return f"replay: byte-identical to {original} ({len(names)} files)"
+    return (
+        f"replay: DIFFERS from {original} in {', '.join(differ)} (a changed tree, "
+        "or a determinism bug: tests/sim/test_determinism.py)"
+    )

@@ -92,7 +92,7 @@ class Interpreter:
         workers: Mapping[Thread, Worker],
         history: HistoryWriter,
         *,
-        clock: Callable[[], int] = time.monotonic_ns,
+        clock: Callable[[], int] | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
     ) -> None:
         self.kinds = {k: tuple(ts) for k, ts in kinds.items()}
@@ -101,8 +101,9 @@ class Interpreter:
             raise ValueError(f"no worker for thread(s) {missing}")
         self.workers = dict(workers)
         self.history = history
-        self._clock = clock
-        self._t0 = clock()
+        # Looked up now, not at import: the simulator's clock replaces time's.
+        self._clock = clock or time.monotonic_ns
+        self._t0 = self._clock()
         self.on_event = on_event
         ints = [t for ts in self.kinds.values() for t in ts if isinstance(t, int)]
         self._stride = max(ints, default=-1) + 1

@@ -23,8 +23,9 @@ Theory of operation (Jepsen's `core/run!`). In order:
 The exit code follows DESIGN.md: 0 valid, 1 invalid, 2 unknown or error. A
 run that fails before it has a history is `unknown` with the error as the
 reason; so is one whose traffic or fault/change overlap was too weak
-(`checkers.stats`). `--backend sim` plays the plan in ember's simulator
-instead (`harness.simrun`).
+(`checkers.stats`). `--backend sim` plays the same lifecycle on the
+whole-system simulator instead (`harness.simrun`): steps 2-7 on virtual
+time, with the simulator's db, nemesis worker and phase source.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ class _Parts:
     run: RunDir
     status: RunStatus
     log: Callable[[str], None]
+    # The simulator brings its own nemesis worker and phase source (harness.simrun).
+    nemesis_worker: Any = None
+    phase_source: Callable[[Callable[[dict[str, Any]], None]], PhaseSource] | None = None
 
 
 def _generators(
@@ -139,7 +143,7 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     """Steps 4-5 of the module doc; returns notes for the report."""
     admin = "change-peers" in p.plan.workload
     nemesis = bool(p.plan.nemesis)
-    nem = NemesisWorker(p.control, p.nodes, p.db) if nemesis else None
+    nem = (p.nemesis_worker or NemesisWorker(p.control, p.nodes, p.db)) if nemesis else None
     kinds, workers, clients = p.system.workers(p.plan, p.db, p.control, nem)
     notes: list[str] = []
 
@@ -153,8 +157,14 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
             p.status.faults = sorted(nem.active)
 
     interp = Interpreter(kinds, workers, writer, on_event=on_event)
-    watcher: PhaseSource = p.system.phase_watcher(
-        p.db, p.control, [n.name for n in p.nodes], lambda obs: interp.observe("phase", obs)
+
+    def on_phase(obs: dict[str, Any]) -> None:
+        interp.observe("phase", obs)
+
+    watcher: PhaseSource = (
+        p.phase_source(on_phase)
+        if p.phase_source is not None
+        else p.system.phase_watcher(p.db, p.control, [n.name for n in p.nodes], on_phase)
     )
     watcher.start()
     p.status.stages = watcher.stages
@@ -170,7 +180,7 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "recovering"
         names = [n.name for n in p.nodes]
         try:
-            await asyncio.to_thread(p.db.wait_healthy, names, HEALTHY_TIMEOUT_S)
+            await wait_healthy(p.db, names, HEALTHY_TIMEOUT_S)
         except DBError as exc:
             notes.append(f"after healing: {exc}")
         p.status.stage = "quiet"
@@ -183,6 +193,15 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         for c in clients:
             await c.close()
     return notes
+
+
+async def wait_healthy(db: Any, names: list[str], timeout_s: float) -> None:
+    """The db's own async wait where it has one (the simulator's), else its blocking one."""
+    wait = getattr(db, "wait_healthy_async", None)
+    if wait is not None:
+        await wait(names, timeout_s)
+    else:
+        await asyncio.to_thread(db.wait_healthy, names, timeout_s)
 
 
 def _system(plan: plans.Plan) -> System[Any]:
@@ -281,13 +300,13 @@ def run(
     run_dir.plan.write_bytes(plans.dump(plan))
     status = status or RunStatus()
     status.time_limit_s = plan.time_limit_s
-    if plan.backend == "sim":
-        from harness.simrun import run_sim
-
-        result = run_sim(plan, run_dir, status)
-        return publish(RunOutcome(run_dir, result, exit_code(result)), store_root, log)
     try:
-        notes = _execute(plan, run_dir, status, log, leave_running)
+        if plan.backend == "sim":
+            from harness.simrun import execute_sim
+
+            notes = execute_sim(plan, run_dir, status, log)
+        else:
+            notes = _execute(plan, run_dir, status, log, leave_running)
     except (RunError, DBError, ControlError, OSError, RuntimeError, ValueError) as exc:
         # Docker unreachable, image build failed, an SSH host down, a bad
         # hosts file, ember not starting: one line, the run kept as evidence.

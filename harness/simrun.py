@@ -1,139 +1,138 @@
-"""`faultline run --backend sim`: the plan played in ember's deterministic simulator.
+"""`faultline run --backend sim`: the whole of ember, and the harness, on the simulator.
 
-The simulator (`ember.sim`, through its public `Simulation` API) runs the
-same Raft core on a virtual network and clock, with its own seeded
-workload and nemesis. What it produces, and what this writes into the
-store, is
+Theory of operation. The run is the Docker run's lifecycle (harness.runner)
+on one deterministic `SimLoop`, in this process:
 
-- nodes/<n>/events.jsonl: every node's audit events (the same format as
-  the daemon's), which the raft checker judges;
-- history.jsonl, on the virtual clock: the simulated clients' puts and
-  reads through the log when the plan's workloads include `register`
-  (ember.sim.clients: the `kv` model, one key of eight per op; the read
-  fraction is the plan option `sim_reads`, default 0.3; `sim_local_reads`
-  plants stale reads off a believed leader's state), the membership
-  changes it requested (f change-peers, from submission to outcome) and the
-  faults it played (invoke at the fault's start, its heal at the end of its
-  duration);
-- results.json: the raft and linearizability checkers plus `sim`, the
-  simulator's own invariant and liveness verdict (convergence after the
-  heal, with its replay command).
+1. the world: one simulated host per plan node, each running the ember
+   daemon's own `serve()` with the TOML config `EmberDB` writes, a data
+   directory in a scratch folder, the simulated network and disk
+   (ember.sim.loop / wire / hostos / world);
+2. the db awaited healthy, its zone created, the plan's failpoints set;
+3. the main phase through `harness.runner._drive`: the same generators,
+   interpreter, workers and clients (EmberClient, the metastore and watch
+   workers: aiohttp over the simulated network), with `SimNemesis` applying
+   the schedule's faults to the world and `SimPhaseWatcher` feeding phase
+   triggers from the nodes' audit events the instant they are written;
+4. heal-all, healthy again, the quiet period and the final reads, as on
+   Docker; then each node's events.jsonl and ember.log into nodes/<n>/;
+5. every checker on the store's files (harness.runner.judge).
 
-The stats checker's traffic guards are not run: the simulated clients are
-not the harness's workers (no rate or concurrency to judge them by).
+Everything is on virtual time: history times, audit `mono_ns` and `wall`.
+One seed gives one run, byte for byte (the loop's order, the seeded
+streams, and no thread or wall clock consulted). What the simulator cannot
+play is refused before anything runs (`unsupported`): another db, a
+nemesis or workload it has no primitive for.
 """
 
 from __future__ import annotations
 
-import msgspec
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
 
-from checkers.api import Anomaly, CheckerResult, merge_validity
-from checkers.compose import Result, check, load_run, write_results
-from ember.sim.clients import history_rows
-from ember.sim.runner import SimConfig
-from ember.sim.simulation import Simulation
+from ember.sim.hostos import Disk, simulated_os
+from ember.sim.loop import SimLoop, SimulationStalled, SimulationTimeout, run_simulation
+from ember.sim.world import NodeLogRouter, World, seeded
+from harness import plan as plans
+from harness.backends.base import NodeHandle, SshTarget
+from harness.db import DBError
+from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
-from harness.plan import Plan
 from harness.progress import RunStatus
+from harness.runner import HEALTHY_TIMEOUT_S, RunError, _drive, _failpoints, _Parts
+from harness.sim.db import SimEmberDB
+from harness.sim.nemesis import SimNemesis, SimPhaseWatcher
 from harness.store import RunDir
+from nemesis.generator import FAULT_KINDS
 
-# faultline nemesis kinds -> the simulator's fault kinds
-SIM_FAULTS = {
-    "partition": ("partition", "isolate", "one-way"),
-    "kill": ("crash",),
-    "pause": ("pause",),
-    "slow": ("lossy", "reorder"),
-    "mix": ("partition", "isolate", "one-way", "crash", "pause", "lossy", "reorder"),
-}
-# Convergence after the heal is the simulator's own liveness check (`sim`).
-SIM_CHECKERS = ("raft", "linearizable")
-DEFAULT_READS = 0.3
-CLIENT_PROCESS_BASE = 1_000_000  # client processes after the changes' (one per change)
+SIM_SYSTEMS = ("ember",)
+# A run's virtual time may not pass this many times its time limit plus settling.
+MAX_TIME_FACTOR = 20
 
 
-def sim_config(plan: Plan) -> SimConfig:
-    """The simulator configuration for `plan` (ValueError naming a bad field)."""
-    faults = tuple(dict.fromkeys(k for n in plan.nemesis for k in SIM_FAULTS.get(n, (n,))))
-    return SimConfig(
-        seed=plan.seed,
-        nodes=len(plan.nodes),
-        sim_seconds=plan.time_limit_s,
-        heal_seconds=max(plan.quiet_s, 20.0),
-        faults=faults,
-        change_ms=float(plan.options.get("change_interval_s", 0.3)) * 1000,
-        reads=float(plan.options.get("sim_reads", DEFAULT_READS)) if _clients(plan) else 0.0,
-        local_reads=bool(plan.options.get("sim_local_reads", False)),
-    )
+def unsupported(plan: plans.Plan) -> str | None:
+    """Why the simulator cannot play `plan`, or None."""
+    if plan.db not in SIM_SYSTEMS:
+        return f"--backend sim simulates {', '.join(SIM_SYSTEMS)} only, not {plan.db}"
+    known = SYSTEMS[plan.db].workloads
+    bad = [w for w in plan.workload if w not in known]
+    if bad:
+        return f"--backend sim has no workload {bad[0]!r} for {plan.db}"
+    bad = [n for n in plan.nemesis if n not in FAULT_KINDS]
+    if bad:
+        return f"--backend sim has no nemesis {bad[0]!r} (known: {', '.join(FAULT_KINDS)})"
+    return None
 
 
-def _clients(plan: Plan) -> bool:
-    return "register" in plan.workload
+def execute_sim(
+    plan: plans.Plan, run: RunDir, status: RunStatus, log: Any = lambda _m: None
+) -> list[str]:
+    """Play `plan` in the simulator, writing the run's files; returns the run's notes."""
+    why = unsupported(plan)
+    if why is not None:
+        raise RunError(why)
+    loop = SimLoop(plan.seed, max_time=MAX_TIME_FACTOR * (plan.time_limit_s + 300))
+    disk = Disk(seeded(plan.seed, "disk"))
+    world = World(loop, disk)
+    scratch = Path(tempfile.mkdtemp(prefix=f"faultline-sim-{plan.seed}-"))
+    router = NodeLogRouter(world, run.path / "harness.log")
+    root = logging.getLogger()
+    saved_level = root.level
+    root.addHandler(router)
+    root.setLevel(logging.INFO)
+    try:
+        with simulated_os(loop, disk, world.exited):
+            notes: list[str] = run_simulation(loop, _main(plan, run, status, log, world, scratch))
+    except (SimulationStalled, SimulationTimeout) as exc:
+        raise RunError(f"simulation: {exc}") from None
+    finally:
+        status.started = time.monotonic() - loop.time()
+        root.removeHandler(router)
+        root.setLevel(saved_level)
+        router.close()
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary = (f"simulated {loop.time():.1f} s: {loop.handles_run} handles, "
+               f"{sum(n.incarnations for n in world.nodes.values())} node starts, "
+               f"{len(world.crashes)} disk crashes ({disk.torn} torn)")  # fmt: skip
+    log(summary)
+    notes.append(summary)
+    notes += [f"node failed to start: {f}" for f in world.failures]
+    return notes
 
 
-def _history(sim: Simulation, run: RunDir, clients: bool) -> None:
-    rows: list[tuple[int, int, dict[str, object]]] = []
-    end = sim.clock.now_ns
-    for seq, ch in enumerate(sim.workload.changes):
-        value = {"group": "sim", "peers": list(ch.peers), "learners": list(ch.learners),
-                 "token": ch.token, "move": ch.kind}  # fmt: skip
-        # One process per change: an unknown outcome must not be followed by
-        # another invoke of the same process.
-        base = {"process": seq, "f": "change-peers", "value": value, "group": "sim"}
-        rows.append((ch.submitted_ns, 2 * seq, {**base, "type": "invoke"}))
-        if ch.ended_ns is not None:
-            kind = "ok" if ch.outcome == "ok" else "info"
-            error = None if kind == "ok" else ch.outcome
-            rows.append((ch.ended_ns, 2 * seq + 1, {**base, "type": kind, "error": error}))
-    offset = 2 * len(sim.workload.changes)
-    for seq, fault in enumerate(f for f in sim.schedule if f.at_ns <= end):
-        value = {"kind": fault.kind, "target": fault.target}
-        for i, (at, f) in enumerate(
-            ((fault.at_ns, fault.kind), (fault.at_ns + fault.duration_ns, f"heal-{fault.kind}"))
-        ):
-            if at > end:
-                continue
-            for j, type_ in enumerate(("invoke", "ok")):
-                event: dict[str, object] = {"process": "nemesis", "f": f, "type": type_}
-                event["value"] = value
-                rows.append((at, offset + 4 * seq + 2 * i + j, event))
-    offset = 1 + max((r[1] for r in rows), default=0)
-    if clients:
-        ops = history_rows(sim.workload.ops, CLIENT_PROCESS_BASE)
-        rows += [(at, offset + i, fields) for i, (at, fields) in enumerate(ops)]
-    # Changes by one process never overlap in the sim (one in flight at a time).
-    rows.sort(key=lambda r: (r[0], r[1]))
-    with HistoryWriter(run.history) as writer:
-        for at, _seq, fields in rows:
-            writer.write(time=at, **fields)
-
-
-def run_sim(plan: Plan, run: RunDir, status: RunStatus) -> Result:
-    """Play `plan` in the simulator and store what it produced (see module doc)."""
-    status.stage = "simulating"
-    sim = Simulation(sim_config(plan))
-    outcome = sim.run()
-    sim.write_events(run.nodes)
-    _history(sim, run, _clients(plan))
-    status.stage = "checking"
-    plan_doc, history, audit, _ = load_run(run.path)
-    result = check(plan_doc, history, {"checkers": list(SIM_CHECKERS)}, audit=audit)
-    violations = [
-        Anomaly(kind=v.prop, message=str(v), events=[msgspec.to_builtins(v)])
-        for v in outcome.violations[:20]
+async def _main(
+    plan: plans.Plan, run: RunDir, status: RunStatus, log: Any, world: World, scratch: Path
+) -> list[str]:
+    system = SYSTEMS[plan.db]
+    wire = world.loop.wire
+    nodes = [
+        NodeHandle(name=name, ip=wire.add_host(name, i + 1), ssh=SshTarget(host="simulated"))
+        for i, name in enumerate(plan.nodes)
     ]
-    result.checkers["sim"] = CheckerResult(
-        name="sim",
-        valid=outcome.valid,
-        anomalies=violations,
-        figures={
-            "kind": outcome.kind,
-            "replay": outcome.config.replay_command(),
-            "trace_hash": outcome.trace_hash,
-            **outcome.stats,
-        },
-    )
-    result.valid = merge_validity(r.valid for r in result.checkers.values())
-    if not _clients(plan):
-        result.reasons.append("sim: no register workload, so no client history to check")
-    write_results(result, run.path)
-    return result
+    names = [n.name for n in nodes]
+    db = SimEmberDB(nodes, plan.db_settings, plan.seed, world, scratch)
+    status.started = time.monotonic()  # the display counts simulated seconds
+    status.stage = "db start"
+    db.configure(plan.workload)
+    db.install()
+    db.start(None, names)
+    try:
+        await db.wait_healthy_async(names, HEALTHY_TIMEOUT_S)
+        await db.setup_async(plan.workload)
+        log(f"{db.name} healthy on {', '.join(names)} (simulated)")
+        notes = _failpoints(plan, db, names, log)
+        parts = _Parts(plan, nodes, None, system, db, run, status, log,  # type: ignore[arg-type]
+                       nemesis_worker=SimNemesis(world, nodes, db),
+                       phase_source=lambda on_phase: SimPhaseWatcher(names, on_phase))  # fmt: skip
+        with HistoryWriter(run.history) as writer:
+            notes += await _drive(parts, writer)
+    except DBError as exc:
+        raise RunError(str(exc)) from None
+    finally:
+        status.stage = "collecting logs"
+        missing = db.collect(None, names, run)
+        await db.close()
+    return notes + [f"could not collect {m}" for m in missing]

@@ -188,8 +188,11 @@ class PhaseWatcher:
             event = json.loads(line)
         except ValueError:
             return  # a line cut by a kill -9: the node's own log is the evidence
-        if not isinstance(event, dict):
-            return
+        if isinstance(event, dict):
+            self.handle_event(event)
+
+    def handle_event(self, event: dict[str, Any]) -> None:
+        """Track stages and report the phase `event` marks, if any."""
         self.seen += 1
         if event.get("kind") == "change-stage" and event.get("group"):
             self.stages[str(event["group"])] = str(event.get("stage"))

@@ -132,13 +132,8 @@ class NemesisWorker:
         if kind == "partition":
             return self._partition(v, rng)
         node, extra = self._target(v, rng)
-        spec = self._one_trip()
         if kind in ("kill", "pause"):
-            if spec is None:
-                fault = (self.db.kill if kind == "kill" else self.db.pause)(self.control, [node])
-            else:
-                now = process.kill_now if kind == "kill" else process.pause_now
-                fault = now(self.shell, [node], spec)
+            fault = self._process_fault(kind, node)
             if v.get("target") in ROLE_TARGETS and not (fault.detail.get("pids") or {}).get(node):
                 # The role's holder is down: that is no fault of ours to heal.
                 raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
@@ -147,7 +142,24 @@ class NemesisWorker:
             return self._slow(node, extra)
         raise ValueError(f"unknown fault kind {kind!r}")
 
+    def _process_fault(self, kind: str, node: str) -> Fault:
+        """kill -9 or SIGSTOP `node`'s database process."""
+        spec = self._one_trip()
+        if spec is None:
+            return (self.db.kill if kind == "kill" else self.db.pause)(self.control, [node])
+        now = process.kill_now if kind == "kill" else process.pause_now
+        return now(self.shell, [node], spec)
+
     def _partition(self, v: dict[str, Any], rng: random.Random) -> tuple[Fault, dict[str, Any]]:
+        grudge, extra = self._grudge(v, rng)
+        return self._apply_grudge(grudge), extra
+
+    def _apply_grudge(self, grudge: part.Grudge) -> Fault:
+        """Cut the links the grudge names (iptables on every node)."""
+        return part.partition(self.control, self.nodes, grudge)
+
+    def _grudge(self, v: dict[str, Any], rng: random.Random) -> tuple[part.Grudge, dict[str, Any]]:
+        """Who drops whose packets, for the op's grouping (and who it aimed at)."""
         grouping = v.get("grouping", "halves")
         names = self.names
         if grouping in ("isolate-leader", "isolate-joining", "isolate"):
@@ -162,7 +174,7 @@ class NemesisWorker:
             grudge, extra = part.bridge(names, rng), {}
         else:
             grudge, extra = part.random_halves(names, rng), {}
-        return part.partition(self.control, self.nodes, grudge), extra
+        return grudge, extra
 
     def _slow(self, node: str, extra: dict[str, Any]) -> tuple[Fault, dict[str, Any]]:
         others = [n for n in self.names if n != node]

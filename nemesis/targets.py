@@ -115,12 +115,13 @@ class Resolver:
         placement: Fetch,
         groups: Callable[[], list[str]],
         *,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] | None = None,
         timeout_s: float = FETCH_TIMEOUT_S,
     ) -> None:
         self.names = list(names)
         self.status, self.placement, self.groups = status, placement, groups
-        self.clock, self.timeout_s = clock, timeout_s
+        # Looked up now, not at import: the simulator's clock replaces time's.
+        self.clock, self.timeout_s = clock or time.time, timeout_s
 
     def resolve(self, target: str, value: Mapping[str, Any], rng: random.Random) -> Resolution:
         """The node `target` names now; UnresolvedError if none does."""

@@ -96,8 +96,8 @@ def test_a_sim_run_prints_seed_first_and_report_last_and_replays_exactly(tmp_pat
     second = _replay_line_dir(again.stdout)
     assert second != run_dir
     assert (second / "test.json").read_text() == (run_dir / "test.json").read_text()
-    sim = json.loads((second / "results.json").read_text())["checkers"]["sim"]["figures"]
-    assert sim["trace_hash"] == results["checkers"]["sim"]["figures"]["trace_hash"]
+    assert f"replay: byte-identical to {run_dir}" in again.stdout
+    assert (second / "history.jsonl").read_bytes() == (run_dir / "history.jsonl").read_bytes()
 
 
 def test_replay_of_a_missing_run_is_one_error(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from ember.sim.runner import SimConfig
 from ember.sim.simulation import Simulation
 from harness.plan import Plan
 from harness.progress import RunStatus
-from harness.simrun import run_sim
+from harness.sim.single_group import run_sim
 from harness.store import new_run
 
 BASE = {"sim_seconds": 6.0, "reads": 0.4}

@@ -1,0 +1,189 @@
+"""What the simulated processes see of the operating system: clocks and durable files.
+
+Theory of operation
+-------------------
+ember's code reads the time through the `time` module and persists through
+`os.write` / `os.fsync` / `os.fdatasync` / `os.replace`. Like madsim, which
+intercepts the libc calls of a Rust program, the simulator interposes on
+those calls while a simulation runs (`simulated_os`) rather than adding a
+branch to ember: the daemon in the Docker image and the simulated node run
+the same lines.
+
+- **Clocks.** `time.monotonic` / `perf_counter` read the loop's virtual
+  clock; `time.time` is a fixed epoch plus that clock plus the running
+  process's clock offset (`Proc.clock_offset_s`, zero unless a clock fault
+  set it). `time.sleep` inside a simulation is a bug (it would stop the
+  world): it raises.
+- **Durability.** The files are real files under the run's directory, so
+  recovery code reads them as it always does; what the simulator adds is
+  what a crash keeps. `fsync` / `fdatasync` record the file's size as
+  durable (without paying for a real fsync); a rename carries the record to
+  the new name. `Disk.crash` then truncates every file of a killed node to
+  its durable size, and with probability `tear_probability` keeps a seeded
+  prefix of the unsynced tail instead (a torn last record), and deletes
+  files never synced. The node's audit log and ember.log are the
+  observer's record, not state it recovers from: they are left whole.
+  Directory entries are taken as durable at once (a simplification: a
+  create or rename is not lost by a crash here).
+- **Exits.** `os._exit` (ember's `crash` failpoint) kills the calling
+  process only: `on_exit` is told, and `ProcessExited` unwinds its stack.
+- **Descriptors.** Raw descriptors a process opens are remembered, so a
+  crash closes them (releasing the store's lock) as the kernel would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ember.sim.loop import SimLoop, current_proc
+
+EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual wall time starts here
+OBSERVER_FILES = frozenset({"events.jsonl", "ember.log"})
+
+
+class SleepInSimulation(RuntimeError):  # noqa: N818 -- reads as what happened
+    """Blocking `time.sleep` was called inside the simulation."""
+
+
+class ProcessExited(BaseException):
+    """`os._exit` in a simulated process: it dies here, the simulation goes on."""
+
+
+@dataclass
+class Disk:
+    """Durable sizes of the files the simulated processes fsynced."""
+
+    rng: random.Random
+    tear_probability: float = 0.3
+    durable: dict[str, int] = field(default_factory=dict)
+    torn: int = 0  # crashes that left a torn tail somewhere
+    lost_bytes: int = 0
+
+    def synced(self, fd: int) -> None:
+        with contextlib.suppress(OSError):
+            path = os.readlink(f"/proc/self/fd/{fd}")
+            if os.path.isfile(path):
+                self.durable[path] = os.fstat(fd).st_size
+
+    def renamed(self, src: Any, dst: Any) -> None:
+        old, new = os.path.abspath(os.fsdecode(src)), os.path.abspath(os.fsdecode(dst))
+        size = self.durable.pop(os.path.realpath(old), self.durable.pop(old, None))
+        if size is not None:
+            self.durable[os.path.realpath(new)] = size
+
+    def crash(self, root: Path) -> list[str]:
+        """Cut every file under `root` back to what was durable; returns what changed."""
+        changed = []
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            if path.name in OBSERVER_FILES:
+                continue
+            real = os.path.realpath(path)
+            size = path.stat().st_size
+            keep = self.durable.get(real)
+            if keep is None:
+                path.unlink()
+                self.lost_bytes += size
+                changed.append(f"{path.name}: never synced, gone")
+                continue
+            if size <= keep:
+                continue
+            cut = keep
+            if size - keep > 1 and self.rng.random() < self.tear_probability:
+                cut = keep + self.rng.randint(1, size - keep - 1)
+                self.torn += 1
+            os.truncate(path, cut)
+            self.lost_bytes += size - cut
+            changed.append(f"{path.name}: {size - cut} unsynced bytes lost")
+        return changed
+
+
+@contextlib.contextmanager
+def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None]) -> Iterator[None]:
+    """Interpose on the clock and file calls for the duration of a simulation."""
+
+    def monotonic() -> float:
+        return loop.time()
+
+    def wall() -> float:
+        proc = current_proc()
+        return EPOCH_S + loop.time() + (proc.clock_offset_s if proc is not None else 0.0)
+
+    def sleep(_seconds: float) -> None:
+        raise SleepInSimulation("time.sleep() inside the simulation would stop every node")
+
+    real_open, real_close = os.open, os.close
+
+    def open_fd(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Any = None) -> int:
+        fd = real_open(path, flags, mode, dir_fd=dir_fd)
+        proc = current_proc()
+        if proc is not None:
+            proc.fds.add(fd)
+        return fd
+
+    def close_fd(fd: int) -> None:
+        proc = current_proc()
+        if proc is not None:
+            proc.fds.discard(fd)
+        real_close(fd)
+
+    real_rename, real_replace = os.rename, os.replace
+
+    def rename(src: Any, dst: Any, **kw: Any) -> None:
+        real_rename(src, dst, **kw)
+        disk.renamed(src, dst)
+
+    def replace(src: Any, dst: Any, **kw: Any) -> None:
+        real_replace(src, dst, **kw)
+        disk.renamed(src, dst)
+
+    real_exit = os._exit
+
+    def exit_process(code: int) -> None:
+        proc = current_proc()
+        if proc is None or proc.name == "harness":
+            real_exit(code)
+        on_exit(proc, code)
+        raise ProcessExited(code)
+
+    def sync(fd: int) -> None:
+        disk.synced(fd if isinstance(fd, int) else fd.fileno())
+
+    patches: list[tuple[Any, str, Callable[..., Any]]] = [
+        (time, "monotonic", monotonic),
+        (time, "perf_counter", monotonic),
+        (time, "monotonic_ns", lambda: int(loop.time() * 1e9)),
+        (time, "perf_counter_ns", lambda: int(loop.time() * 1e9)),
+        (time, "time", wall),
+        (time, "time_ns", lambda: int(wall() * 1e9)),
+        (time, "sleep", sleep),
+        (os, "open", open_fd),
+        (os, "close", close_fd),
+        (os, "rename", rename),
+        (os, "replace", replace),
+        (os, "fsync", sync),
+        (os, "fdatasync", sync),
+        (os, "_exit", exit_process),
+    ]
+    saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
+    try:
+        for mod, name, fn in patches:
+            setattr(mod, name, fn)
+        yield
+    finally:
+        for mod, name, fn in saved:
+            setattr(mod, name, fn)
+
+
+def close_descriptors(fds: set[int]) -> None:
+    """Close what a killed process left open (the kernel does this on exit)."""
+    for fd in sorted(fds):
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    fds.clear()

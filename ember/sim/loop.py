@@ -1,0 +1,314 @@
+"""A deterministic asyncio event loop on virtual time: the whole-system simulator's core.
+
+Theory of operation
+-------------------
+ember and the harness are asyncio programs. `SimLoop` is an asyncio event
+loop (a `BaseEventLoop`, so tasks, futures, timers and `asyncio.timeout`
+work unchanged) whose clock is virtual and whose I/O never leaves the
+process:
+
+- **Time.** `time()` is a virtual clock in seconds. When nothing is ready
+  to run, the clock jumps to the earliest timer; a second of simulated
+  time costs only the work done in it. Handles run in FIFO order and
+  timers with equal deadlines in the order they were set, so one seed gives
+  one interleaving, whatever PYTHONHASHSEED says.
+- **Processes.** A `Proc` is a simulated process (an ember node's
+  incarnation, or the harness). Its code runs in a `contextvars.Context`
+  carrying the Proc (`CURRENT`), and every task and callback it creates
+  inherits that context, so the loop knows whose code each handle is:
+  a paused Proc's handles are held back until it resumes (SIGSTOP), a
+  killed Proc's are dropped without running (SIGKILL: no `finally`, no
+  cleanup), exactly what a process sees.
+- **Network.** `create_server`, `create_connection`, `sock_connect` and
+  `getaddrinfo` are served by `ember.sim.wire.Wire`, an in-memory TCP with
+  per-link latency, partitions and delays. aiohttp (client and server) and
+  `asyncio.open_connection` run over it as they are.
+- **Threads.** `run_in_executor` (and so `asyncio.to_thread`) runs the
+  function inline, in the caller's context, and completes the future after
+  a short seeded delay: a thread hop or an fsync takes time, and the code
+  around it must cope with what happens meanwhile.
+
+Nothing here knows about ember; `ember.sim.world` builds the cluster on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import heapq
+import logging
+import random
+import signal
+from collections import deque
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+class SimulationStalled(RuntimeError):  # noqa: N818 -- reads as what happened
+    """Nothing is ready and no timer is set, yet the main task has not finished."""
+
+
+class SimulationTimeout(RuntimeError):  # noqa: N818 -- reads as what happened
+    """The virtual clock passed the loop's `max_time` (a run that never ends)."""
+
+
+@dataclass(eq=False)
+class Proc:
+    """A simulated process: whose code a handle is, and what state it is in."""
+
+    name: str
+    host: str  # the address its sockets bind to
+    ctx: contextvars.Context = field(default_factory=contextvars.Context)
+    alive: bool = True
+    paused: bool = False
+    frozen: deque[asyncio.Handle] = field(default_factory=deque)
+    signal_handlers: dict[int, tuple[Callable[..., Any], tuple[Any, ...]]] = field(
+        default_factory=dict
+    )
+    fds: set[int] = field(default_factory=set)  # raw descriptors it opened (ember.sim.hostos)
+    clock_offset_s: float = 0.0  # what its wall clock reads ahead of the simulation's
+
+    def __repr__(self) -> str:
+        state = "dead" if not self.alive else "paused" if self.paused else "running"
+        return f"<Proc {self.name}@{self.host} {state}>"
+
+
+CURRENT: contextvars.ContextVar[Proc | None] = contextvars.ContextVar("sim_proc", default=None)
+
+
+def current_proc() -> Proc | None:
+    """The simulated process whose code is running (None outside any)."""
+    return CURRENT.get()
+
+
+def _proc_of(handle: asyncio.Handle) -> Proc | None:
+    ctx: contextvars.Context | None = getattr(handle, "_context", None)
+    return ctx.get(CURRENT) if ctx is not None else None
+
+
+class SimLoop(asyncio.BaseEventLoop):
+    """The event loop of one simulation (see the module doc)."""
+
+    # BaseEventLoop's own scheduler state, which `_run_once` replaces.
+    _ready: deque[asyncio.Handle]
+    _stopping: bool
+    _check_closed: Callable[[], None]
+
+    def __init__(
+        self,
+        seed: int | str,
+        *,
+        max_time: float = 24 * 3600.0,
+        executor_delay_s: tuple[float, float] = (0.0005, 0.003),
+    ) -> None:
+        super().__init__()
+        from ember.sim.wire import Wire  # the wire needs the loop type only at run time
+
+        self._now = 0.0
+        self._timers: list[tuple[float, int, asyncio.TimerHandle]] = []
+        self._timer_seq = 0
+        self.max_time = max_time
+        self.handles_run = 0
+        self._executor_delay = executor_delay_s
+        self._rng = random.Random(f"{seed}:loop")
+        self.wire = Wire(self, random.Random(f"{seed}:wire"))
+        self.set_exception_handler(_log_unless_dead)
+
+    # -- clock -----------------------------------------------------------
+
+    def time(self) -> float:
+        """Virtual seconds since the simulation began."""
+        return self._now
+
+    # -- processes -------------------------------------------------------
+
+    def spawn(self, proc: Proc, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        """Run `coro` as `proc`'s main task (its context carries the Proc)."""
+        proc.ctx.run(CURRENT.set, proc)
+        return self.create_task(coro, name=f"{proc.name}-main", context=proc.ctx)
+
+    def pause(self, proc: Proc) -> None:
+        """SIGSTOP: nothing of `proc` runs until `resume`; its timers fire late."""
+        proc.paused = True
+
+    def resume(self, proc: Proc) -> None:
+        """SIGCONT: what was held runs now, in the order it became ready."""
+        proc.paused = False
+        while proc.frozen:
+            self._ready.append(proc.frozen.popleft())
+
+    def kill(self, proc: Proc) -> None:
+        """SIGKILL: drop everything `proc` would run; its sockets are reset."""
+        proc.alive = False
+        proc.paused = False
+        proc.frozen.clear()
+        self.wire.process_died(proc)
+
+    def deliver_signal(self, proc: Proc, signum: int) -> bool:
+        """Run `proc`'s handler for `signum` (as `add_signal_handler` set it); False if none."""
+        entry = proc.signal_handlers.get(signum)
+        if entry is None or not proc.alive:
+            return False
+        callback, args = entry
+        self.call_soon(callback, *args, context=proc.ctx)
+        return True
+
+    # -- the scheduler ---------------------------------------------------
+
+    def call_at(  # type: ignore[override]
+        self,
+        when: float,
+        callback: Callable[..., Any],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.TimerHandle:
+        """A timer; equal deadlines fire in the order they were set (a heap alone
+        does not keep that order, and bytes on a link would overtake each other)."""
+        self._check_closed()
+        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        self._timer_seq += 1
+        heapq.heappush(self._timers, (when, self._timer_seq, timer))
+        timer._scheduled = True  # type: ignore[attr-defined]
+        return timer
+
+    def _run_once(self) -> None:
+        timers = self._timers
+        while timers and timers[0][2]._cancelled:
+            heapq.heappop(timers)[2]._scheduled = False  # type: ignore[attr-defined]
+        if not self._ready and timers:
+            # Nothing to do now: jump to the next timer.
+            self._now = max(self._now, timers[0][0])
+            if self._now > self.max_time:
+                raise SimulationTimeout(f"virtual time passed {self.max_time:.0f} s")
+        while timers and timers[0][0] <= self._now:
+            handle = heapq.heappop(timers)[2]
+            handle._scheduled = False  # type: ignore[attr-defined]
+            if not handle._cancelled:
+                self._ready.append(handle)
+        if not self._ready:
+            if self._stopping:
+                return
+            raise SimulationStalled(f"nothing left to run at t={self._now:.3f}s")
+        for _ in range(len(self._ready)):
+            ready = self._ready.popleft()
+            if ready._cancelled:
+                continue
+            proc = _proc_of(ready)
+            if proc is not None:
+                if not proc.alive:
+                    continue
+                if proc.paused:
+                    proc.frozen.append(ready)
+                    continue
+            self.handles_run += 1
+            ready._run()
+
+    def _write_to_self(self) -> None:
+        """No self-pipe: nothing outside the loop ever wakes it."""
+
+    def _process_events(self, event_list: Any) -> None:
+        """No selector: I/O is the wire's callbacks."""
+
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+        """No threads were started."""
+
+    # -- threads ---------------------------------------------------------
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., Any], *args: Any
+    ) -> Any:
+        """Run `func` inline now; its future completes after a seeded short delay."""
+        fut = self.create_future()
+        try:
+            result = func(*args)
+        except BaseException as exc:  # handed to the awaiting caller, as a thread would
+            self.call_later(self._thread_delay(), _set_exception, fut, exc)
+        else:
+            self.call_later(self._thread_delay(), _set_result, fut, result)
+        return fut
+
+    def _thread_delay(self) -> float:
+        low, high = self._executor_delay
+        return self._rng.uniform(low, high)
+
+    # -- network (ember.sim.wire) ----------------------------------------
+
+    async def getaddrinfo(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
+        """Resolve a simulated host name; unknown names fail as DNS would."""
+        return self.wire.getaddrinfo(host, port)
+
+    async def sock_connect(self, sock: Any, address: Any) -> None:
+        """Connect through the wire; `create_connection(sock=...)` picks the link up."""
+        await self.wire.connect_socket(sock, tuple(address[:2]))
+
+    async def create_connection(  # type: ignore[override]
+        self,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        host: str | None = None,
+        port: int | None = None,
+        *,
+        sock: Any = None,
+        **_kwargs: Any,
+    ) -> tuple[asyncio.Transport, asyncio.BaseProtocol]:
+        """A connection over the wire (by address, or a socket `sock_connect` connected)."""
+        return await self.wire.create_connection(protocol_factory, host, port, sock)
+
+    async def create_server(
+        self,
+        protocol_factory: Callable[[], asyncio.BaseProtocol],
+        host: Any = None,
+        port: int | None = None,
+        **_kwargs: Any,
+    ) -> Any:
+        """Listen on the current process's host (what `host` names must be it or any)."""
+        return self.wire.listen(protocol_factory, host, port or 0)
+
+    # -- signals ---------------------------------------------------------
+
+    def add_signal_handler(  # type: ignore[override]
+        self, sig: int, callback: Callable[..., Any], *args: Any
+    ) -> None:
+        """Record the handler on the current process; `deliver_signal` runs it."""
+        proc = current_proc()
+        if proc is not None:
+            proc.signal_handlers[signal.Signals(sig)] = (callback, args)
+
+    def remove_signal_handler(self, sig: int) -> bool:
+        """Forget the current process's handler for `sig`."""
+        proc = current_proc()
+        return proc is not None and proc.signal_handlers.pop(sig, None) is not None
+
+
+def _set_result(fut: asyncio.Future[Any], result: Any) -> None:
+    if not fut.done():
+        fut.set_result(result)
+
+
+def _set_exception(fut: asyncio.Future[Any], exc: BaseException) -> None:
+    if not fut.done():
+        fut.set_exception(exc)
+
+
+def _log_unless_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """A killed process's tasks are destroyed pending: that is what a kill is."""
+    message = str(context.get("message", ""))
+    if "destroyed but it is pending" in message:
+        return
+    exc = context.get("exception")
+    log.error("simulation: %s%s", message, f": {exc!r}" if exc else "", exc_info=exc)
+
+
+def run_simulation(loop: SimLoop, main: Coroutine[Any, Any, Any]) -> Any:
+    """Run `main` (as the harness process) on `loop` to completion and close the loop."""
+    asyncio.set_event_loop(loop)
+    try:
+        harness = Proc("harness", loop.wire.harness_host)
+        harness.ctx.run(CURRENT.set, harness)
+        task = loop.create_task(main, name="harness-main", context=harness.ctx)
+        return loop.run_until_complete(task)
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()

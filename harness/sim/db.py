@@ -1,0 +1,229 @@
+"""ember as the harness sees it under the simulator: `EmberDB` over the simulated world.
+
+Theory of operation. `SimEmberDB` is `EmberDB` with its process and HTTP
+halves moved onto `ember.sim.world`: the nodes' configuration is the same
+TOML (`EmberDB._config`) parsed by the daemon's own `build_config`; start,
+kill, pause and stop are the world's; what Docker asks over HTTP with
+blocking urllib (`/health`, `/admin/assignments`, the zone's creation) goes
+over the simulated network with aiohttp from the harness process, so it
+waits on the same partitions and pauses a real request would. Two reads
+are direct, because the nemesis needs them with no delay while a phase
+lasts: `status` (what `/admin/status` answers: `NodeRuntime.status()`;
+None for a dead or paused node, as a timeout would be) and failpoints (the
+node's `Failpoints`, as the admin endpoint sets them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from ember.server import _parser, build_config
+from ember.sim.world import World
+from harness.backends.base import NodeHandle
+from harness.db import DBError, EmberDB
+from harness.store import RunDir
+from nemesis.fault import Fault
+
+HEALTH_POLL_S = 0.25
+
+
+class SimEmberDB(EmberDB):
+    """EmberDB whose nodes are `World` processes (see the module doc)."""
+
+    def __init__(
+        self,
+        nodes: Sequence[NodeHandle],
+        settings: Mapping[str, Any],
+        seed: int,
+        world: World,
+        root: Path,
+    ) -> None:
+        super().__init__(nodes, settings, seed)
+        self.world, self.sim_root = world, root
+        self._session: aiohttp.ClientSession | None = None
+
+    # -- lifecycle -----------------------------------------------------------
+
+    def install(self, control: Any = None) -> None:
+        """Each node's config, as the daemon would read it, with its own data dir."""
+        for node in self.nodes:
+            root = self.sim_root / node.name
+            root.mkdir(parents=True, exist_ok=True)
+            text = self._config(node).replace(f'"{self.root}"', f'"{root / "data"}"')
+            path = root / "node.toml"
+            path.write_text(text, encoding="utf-8")
+            cfg = build_config(_parser().parse_args(["--config", str(path)]))
+            self.world.add(node.name, node.ip, root, cfg)
+
+    def start(self, control: Any, names: Sequence[str]) -> Fault:
+        """Start an incarnation where none runs (idempotent, like the pidfile check)."""
+        started = [n for n in names if self.world.start(n)]
+        return Fault(kind="start", detail={"started": started},
+                     commands={n: ["sim: start ember-node"] for n in started})  # fmt: skip
+
+    def stop(self, control: Any, names: Sequence[str]) -> Fault:
+        """SIGTERM."""
+        stopped = [n for n in names if self.world.stop(n)]
+        return Fault(kind="stop", detail={"stopped": stopped},
+                     commands={n: ["sim: SIGTERM"] for n in stopped})  # fmt: skip
+
+    def kill(self, control: Any, names: Sequence[str]) -> Fault:
+        """SIGKILL and a crash of the node's disk (what was not fsynced is lost)."""
+        pids: dict[str, list[int]] = {}
+        commands: dict[str, list[str]] = {}
+        for name in names:
+            node = self.world.nodes[name]
+            if not node.running:
+                continue
+            pids[name] = [node.incarnations]
+            lost = self.world.kill(name)
+            commands[name] = [
+                f"sim: SIGKILL {name}#{node.incarnations}",
+                "sim: disk crash: " + ("; ".join(lost) or "nothing unsynced"),
+            ]
+        return Fault(kind="kill", detail={"pids": pids}, commands=commands)
+
+    def pause(self, control: Any, names: Sequence[str]) -> Fault:
+        """SIGSTOP."""
+        pids = {n: [self.world.nodes[n].incarnations] for n in names if self.world.pause(n)}
+        return Fault(
+            kind="pause",
+            detail={"pids": pids},
+            commands={n: [f"sim: SIGSTOP {n}#{p[0]}"] for n, p in pids.items()},
+        )
+
+    def resume(self, control: Any, names: Sequence[str]) -> Fault:
+        """SIGCONT."""
+        resumed = [n for n in names if self.world.resume(n)]
+        return Fault(kind="resume", detail={"resumed": resumed},
+                     commands={n: ["sim: SIGCONT"] for n in resumed})  # fmt: skip
+
+    # -- reads -----------------------------------------------------------------
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        """What GET /admin/status answers; None where no answer would come."""
+        runtime = self.world.runtime(name)
+        return runtime.status() if runtime is not None else None
+
+    def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
+        """As POST / DELETE /admin/failpoints/<failpoint> would; DBError if refused."""
+        from ember.failpoints import FailpointError
+
+        runtime = self.world.runtime(name)
+        if runtime is None:
+            raise DBError(f"{name} refused failpoint {failpoint} (node {self.world.state(name)})")
+        try:
+            if params is None:
+                runtime.failpoints.disable(failpoint)
+            else:
+                runtime.failpoints.enable(failpoint, dict(params))
+        except FailpointError as err:
+            raise DBError(f"{name} refused failpoint {failpoint}: {err}") from None
+
+    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
+        raise DBError("the simulated db waits with wait_healthy_async (no blocking sleeps)")
+
+    # -- over the simulated network --------------------------------------------
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:
+            self._session = aiohttp.ClientSession()
+        return self._session
+
+    async def close(self) -> None:
+        """Close the harness's HTTP session."""
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def http_json(
+        self, url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
+    ) -> dict[str, Any] | None:
+        """`harness.db.http_json` over the simulated network."""
+        try:
+            timeout = aiohttp.ClientTimeout(total=timeout_s)
+            async with self._http().request(method, url, json=body, timeout=timeout) as resp:
+                if resp.status >= 400:
+                    return None
+                doc = await resp.json(content_type=None)
+        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            return None
+        return doc if isinstance(doc, dict) else None
+
+    async def wait_healthy_async(self, names: Sequence[str], timeout_s: float) -> None:
+        """`EmberDB.wait_healthy`: every node answers, every group led, no rebalance moving."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        urls = self.urls()
+        while True:
+            answers = [await self.http_json(urls[n] + "/health", timeout_s=1) for n in names]
+            down = [n for n, a in zip(names, answers, strict=True) if a is None]
+            want = set(self.groups()) | ({"meta"} if self.control_plane else set())
+            leaderless = [] if down else sorted(want - set(self.leaders(names)))
+            moving = [] if down or leaderless else await self.rebalancing_async(urls[names[0]])
+            if not down and not leaderless and not moving:
+                return
+            if loop.time() > deadline:
+                what = (
+                    f"not answering: {', '.join(down)}"
+                    if down
+                    else f"no leader for {', '.join(leaderless[:5])}"
+                    if leaderless
+                    else f"rebalance not finished: {', '.join(moving[:5])}"
+                )
+                raise DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
+            await asyncio.sleep(HEALTH_POLL_S)
+
+    async def rebalancing_async(self, url: str) -> list[str]:
+        """`EmberDB.rebalancing` over the simulated network."""
+        from harness.db import SETTLE_POLL_S
+
+        if not self.zone_partitions:
+            return []
+        moving: set[str] = set()
+        for i in range(2):
+            doc = await self.http_json(url + "/admin/assignments", timeout_s=5)
+            if doc is None:
+                return ["unreadable"]
+            moving |= {str(a.get("key")) for a in doc.get("assignments", [])
+                       if a.get("kind") in ("pending", "planned", "cancel")}  # fmt: skip
+            if moving:
+                break
+            if i == 0:
+                await asyncio.sleep(SETTLE_POLL_S)
+        return sorted(moving)
+
+    async def setup_async(self, workloads: Sequence[str]) -> None:
+        """`EmberDB.setup`: the zone, created through any node that accepts it."""
+        if not self.control_plane or not {"rebalance", "cancel-race"} & set(workloads):
+            return
+        from harness.db import ZONE_PARTITIONS
+
+        parts = int(self.settings.get("zone_partitions", min(ZONE_PARTITIONS, self.partitions)))
+        body = {"replicas": 3, "partitions": parts, "scale_down_s": 2.0}
+        for url in self.urls().values():
+            got = await self.http_json(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
+            if got is not None and isinstance(got.get("zone"), dict):
+                self.zone_partitions = parts
+                return
+        raise DBError("could not create the zone: no node accepted POST /admin/zones/default")
+
+    def collect(self, control: Any, names: Sequence[str], run: RunDir) -> list[str]:
+        """Copy each node's ember.log and events.jsonl into the run."""
+        missing = []
+        for name in names:
+            run.node_dir(name).mkdir(parents=True, exist_ok=True)
+            root = self.world.nodes[name].root
+            for src, dst in ((root / "ember.log", run.log(name)),
+                             (root / "data" / "events.jsonl", run.events(name))):  # fmt: skip
+                if src.exists():
+                    shutil.copyfile(src, dst)
+                else:
+                    missing.append(f"{name}:{src.name} (never written)")
+        return missing

@@ -1,0 +1,182 @@
+"""The nemesis under the simulator: the same schedule, targets and records, applied to the world.
+
+Theory of operation. `SimNemesis` is `NemesisWorker` with its primitives
+moved from SSH to the simulated world: a partition's grudge cuts links on
+the wire (`Wire.cut`, as iptables DROP does), kill and pause are the world's
+SIGKILL (with a disk crash) and SIGSTOP, slow catch-up delays the links
+toward the target (netem's 300 +- 50 ms; the completion's `method` is
+`wire`). Target resolution is `nemesis.targets.Resolver`'s, asking the
+nodes one after another in a seeded order instead of racing threads (so a
+seed picks the same holder every time); statuses are read in process, with
+no delay, and the placement document is fetched over the simulated network
+first when a role needs it. Faults apply inline on the loop: a fault aimed
+at a phase lands in the same virtual instant the phase was reported.
+
+`SimPhaseWatcher` is the phase source: an `AuditLog` tap hands every event
+to `PhaseWatcher.handle_event` on the harness's own context the moment a
+node writes it, instead of tailing files over SSH.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from ember.audit import AuditLog
+from ember.sim.loop import Proc, current_proc
+from ember.sim.world import World
+from harness.backends.base import NodeHandle
+from harness.interpreter import Reply
+from harness.sim.db import SimEmberDB
+from nemesis import partition as part
+from nemesis.fault import Fault
+from nemesis.phase import PhaseWatcher
+from nemesis.schedule import SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker
+from nemesis.targets import FETCH_TIMEOUT_S, Doc, Resolver, UnresolvedError
+from workloads.generator import Op
+
+ROLE_NEEDS_PLACEMENT = ("placement-driver", "primary")
+
+
+class SequentialResolver(Resolver):
+    """`Resolver` asking one node after another: deterministic under the simulator."""
+
+    def _all(self, fetch: Callable[[str], Doc | None]) -> dict[str, Doc | None]:
+        return {n: fetch(n) for n in self.names}
+
+    def _first(self, fetch: Callable[[str], Doc | None], rng: random.Random) -> tuple[str, Doc]:
+        order = list(self.names)
+        rng.shuffle(order)
+        for node in order:
+            doc = fetch(node)
+            if doc is not None:
+                return node, doc
+        raise UnresolvedError(f"no node answered within {self.timeout_s:g}s")
+
+
+class SimNemesis(NemesisWorker):
+    """Applies and heals faults in the simulated world (see the module doc)."""
+
+    def __init__(self, world: World, nodes: Sequence[NodeHandle], db: SimEmberDB) -> None:
+        self.world, self.db, self.sim_db = world, db, db
+        self.control = None  # type: ignore[assignment]  # nothing goes over SSH
+        self.nodes = list(nodes)
+        self.names = [n.name for n in self.nodes]
+        self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
+        self.slow_method: str | None = None
+        self._placements: dict[str, Doc | None] = {}
+        self.resolver = SequentialResolver(self.names, db.status, self._placement, db.groups)
+
+    def _placement(self, name: str) -> Doc | None:
+        return self._placements.get(name)
+
+    async def invoke(self, op: Op) -> Reply:
+        """Apply or heal inline; a fault that cannot be applied completes `info`."""
+        target = (op.value or {}).get("target")
+        if target in ROLE_NEEDS_PLACEMENT:
+            urls = self.sim_db.urls()
+            docs = await asyncio.gather(*(
+                self.sim_db.http_json(urls[n] + "/admin/placement", timeout_s=FETCH_TIMEOUT_S)
+                for n in self.names
+            ))  # fmt: skip
+            self._placements = dict(zip(self.names, docs, strict=True))
+        try:
+            value = self._do(op)
+        except UnresolvedError as exc:
+            why = str(exc)
+            return Reply(type="info", value={**(op.value or {}), "unresolved": why}, error=why)
+        except (ValueError, RuntimeError) as exc:
+            return Reply(type="info", value=op.value, error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._placements = {}
+        return Reply(type="ok", value=value)
+
+    # -- primitives ------------------------------------------------------------
+
+    def _process_fault(self, kind: str, node: str) -> Fault:
+        return (self.sim_db.kill if kind == "kill" else self.sim_db.pause)(None, [node])
+
+    def _apply_grudge(self, grudge: part.Grudge) -> Fault:
+        wire = self.world.loop.wire
+        wire.heal_cuts()  # a new partition replaces the one in place, as the chain flush does
+        commands: dict[str, Sequence[str]] = {}
+        for dst in sorted(grudge):
+            for src in sorted(grudge[dst]):
+                wire.cut(src, dst)
+            commands[dst] = [f"sim: {dst} drops packets from {src}" for src in sorted(grudge[dst])]
+        detail = {"grudge": {n: sorted(p) for n, p in sorted(grudge.items())}}
+        return Fault(kind="partition", detail=detail, commands=commands)
+
+    def _slow(self, node: str, extra: dict[str, Any]) -> tuple[Fault, dict[str, Any]]:
+        wire = self.world.loop.wire
+        others = [n for n in self.names if n != node]
+        for other in others:
+            wire.delay(other, node, SLOW_DELAY_MS, SLOW_JITTER_MS)
+        self.slow_method = "wire"
+        fault = Fault(
+            kind="slow",
+            detail={"targets": {o: [node] for o in others}},
+            commands={o: [f"sim: delay {o} -> {node} {SLOW_DELAY_MS:g}ms "
+                          f"+- {SLOW_JITTER_MS:g}ms"] for o in others},
+        )  # fmt: skip
+        return fault, {**extra, "method": "wire"}
+
+    def _heal(self, kind: str, v: dict[str, Any]) -> dict[str, Any]:
+        entry = self.active.pop(kind, None)
+        if entry is None:
+            return {**v, "healed": None}
+        fault, _extra = entry
+        wire = self.world.loop.wire
+        commands: Mapping[str, Sequence[str]]
+        if kind == "partition":
+            wire.heal_cuts()
+            commands = {n: ["sim: heal cuts"] for n in fault.commands}
+        elif kind == "slow":
+            wire.heal_delays()
+            commands = {n: ["sim: heal delays"] for n in fault.commands}
+        elif kind == "kill":
+            commands = self.sim_db.start(None, list(fault.detail.get("pids", {}))).commands
+        elif kind == "pause":
+            commands = self.sim_db.resume(None, list(fault.detail.get("pids", {}))).commands
+        else:
+            raise ValueError(f"unknown fault kind {kind!r}")
+        healed = Fault(kind=f"heal-{kind}", detail=dict(fault.detail), commands=commands)
+        return {**v, **healed.as_value()}
+
+    def heal_everything(self) -> dict[str, Any]:
+        """Heal every fault, resume and start every node."""
+        healed = [self._heal(kind, {"kind": kind}).get("kind") for kind in list(self.active)]
+        self.world.loop.wire.heal()
+        for name in self.names:
+            self.world.resume(name)
+        self.sim_db.start(None, self.names)
+        return {
+            "healed": healed,
+            "commands": {"*": ["sim: heal wire", "sim: resume and start all"]},
+        }
+
+
+class SimPhaseWatcher(PhaseWatcher):
+    """Phase observations from an `AuditLog` tap instead of `tail -F` (module doc)."""
+
+    def __init__(self, names: Sequence[str], on_phase: Callable[[dict[str, Any]], None]) -> None:
+        super().__init__(None, names, "", on_phase)  # type: ignore[arg-type]
+        self._harness: Proc | None = None
+
+    def start(self) -> None:
+        self._harness = current_proc()
+        AuditLog.taps.append(self._tap)
+
+    def stop(self) -> None:
+        if self._tap in AuditLog.taps:
+            AuditLog.taps.remove(self._tap)
+
+    def _tap(self, event: dict[str, Any]) -> None:
+        harness = self._harness
+        if harness is None:
+            self.handle_event(event)
+            return
+        # The observation belongs to the harness, not to the node that wrote it.
+        asyncio.get_running_loop().call_soon(self.handle_event, dict(event), context=harness.ctx)

@@ -1,0 +1,178 @@
+"""The whole-system simulator's foundations: virtual time, processes, the wire, the disk."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from pathlib import Path
+
+import aiohttp
+import pytest
+from aiohttp import web
+
+from ember.sim.hostos import Disk, SleepInSimulation, simulated_os
+from ember.sim.loop import Proc, SimLoop, SimulationStalled, run_simulation
+
+
+async def _serve(host: str, port: int, hits: list[str]) -> None:
+    async def hello(request: web.Request) -> web.Response:
+        hits.append(request.match_info["x"])
+        await asyncio.sleep(0.5)
+        return web.json_response({"x": request.match_info["x"]})
+
+    app = web.Application()
+    app.router.add_get("/h/{x}", hello)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    await asyncio.Event().wait()
+
+
+def _start(loop: SimLoop, name: str, index: int, hits: list[str]) -> Proc:
+    proc = Proc(name, loop.wire.add_host(name, index))
+    loop.spawn(proc, _serve(proc.host, 8001, hits))
+    return proc
+
+
+def test_virtual_time_runs_a_day_of_timers_in_no_time() -> None:
+    async def main() -> list[float]:
+        loop = asyncio.get_running_loop()
+        order = []
+        for delay in (3.0, 1.0, 2.0, 86_400.0):
+            loop.call_later(delay, lambda d=delay: order.append(d))
+        await asyncio.sleep(86_400.5)
+        return order
+
+    assert run_simulation(SimLoop(1, max_time=2 * 86_400.0), main()) == [1.0, 2.0, 3.0, 86_400.0]
+
+
+def test_aiohttp_over_the_wire_with_pause_resume_and_kill() -> None:
+    hits: list[str] = []
+
+    async def main() -> list[str]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SimLoop)
+        n1 = _start(loop, "n1", 1, hits)
+        await asyncio.sleep(0.1)
+        seen = []
+        async with aiohttp.ClientSession() as s:
+            async with s.get("http://n1:8001/h/a") as r:
+                seen.append((await r.json())["x"])
+            loop.pause(n1)
+            with pytest.raises(TimeoutError):
+                async with s.get("http://n1:8001/h/b", timeout=aiohttp.ClientTimeout(total=2)):
+                    pass
+            assert hits == ["a"], "a paused server ran a handler"
+            loop.resume(n1)
+            await asyncio.sleep(0)
+            async with s.get("http://n1:8001/h/c") as r:
+                seen.append((await r.json())["x"])
+            loop.kill(n1)
+            with pytest.raises(aiohttp.ClientConnectorError):
+                async with s.get("http://n1:8001/h/d"):
+                    pass
+        return seen
+
+    assert run_simulation(SimLoop(2), main()) == ["a", "c"]
+    assert hits == ["a", "b", "c"]  # b waited out the pause, as a SIGSTOPped server does
+
+
+def test_a_cut_holds_bytes_until_healed_and_a_long_cut_resets() -> None:
+    async def main() -> tuple[bytes, type[BaseException] | None]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SimLoop)
+        got = bytearray()
+
+        async def echo_server() -> None:
+            async def on(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+                try:
+                    while data := await reader.read(100):
+                        got.extend(data)
+                except OSError:
+                    got.extend(b" [reset]")
+
+            await asyncio.start_server(on, "0.0.0.0", 7000)
+            await asyncio.Event().wait()
+
+        a = Proc("a", loop.wire.add_host("a", 1))
+        b = Proc("b", loop.wire.add_host("b", 2))
+        loop.spawn(b, echo_server())
+        await asyncio.sleep(0.01)
+        result: list[BaseException | None] = []
+
+        async def client() -> None:
+            _, writer = await asyncio.open_connection("b", 7000)
+            writer.write(b"one ")
+            await asyncio.sleep(0.1)
+            loop.wire.cut("a", "b")
+            writer.write(b"two ")
+            await asyncio.sleep(2)
+            assert bytes(got) == b"one "
+            loop.wire.heal()
+            writer.write(b"three")
+            await asyncio.sleep(0.1)
+            loop.wire.cut("a", "b")
+            writer.write(b"lost")
+            try:
+                await asyncio.sleep(30)
+                writer.write(b"more")
+                await writer.drain()
+                result.append(None)
+            except OSError as exc:
+                result.append(exc)
+
+        await loop.spawn(a, client())
+        return bytes(got), type(result[0]) if result and result[0] else None
+
+    data, error = run_simulation(SimLoop(3), main())
+    # "lost" never crossed the second cut: past the user timeout both ends reset.
+    assert data == b"one two three [reset]"
+    assert error is not None
+    assert issubclass(error, OSError)
+
+
+def test_a_stalled_simulation_says_so() -> None:
+    async def main() -> None:
+        await asyncio.get_running_loop().create_future()
+
+    with pytest.raises(SimulationStalled):
+        run_simulation(SimLoop(4), main())
+
+
+def test_a_crash_keeps_what_was_synced_and_may_tear_the_rest(tmp_path: Path) -> None:
+    loop = SimLoop(5)
+    disk = Disk(random.Random(1), tear_probability=1.0)
+    wal, state, never = tmp_path / "wal", tmp_path / "state", tmp_path / "never"
+    with simulated_os(loop, disk, lambda proc, code: None):
+        fd = os.open(wal, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.write(fd, b"A" * 100)
+        os.fsync(fd)
+        os.write(fd, b"B" * 100)  # written, never synced
+        os.close(fd)
+        tmp = tmp_path / "state.tmp"
+        tmp.write_bytes(b"synced state")
+        with open(tmp, "rb+") as fh:
+            os.fsync(fh.fileno())
+        os.replace(tmp, state)  # the durable size follows the rename
+        never.write_bytes(b"x")
+        with pytest.raises(SleepInSimulation):
+            __import__("time").sleep(1)
+    lost = disk.crash(tmp_path)
+    assert 100 < wal.stat().st_size < 200, "tear_probability 1 keeps part of the unsynced tail"
+    assert wal.read_bytes()[:100] == b"A" * 100
+    assert state.read_bytes() == b"synced state"
+    assert not never.exists()
+    assert disk.torn == 1
+    assert len(lost) == 2
+
+
+def test_the_clock_is_virtual_only_inside(tmp_path: Path) -> None:
+    import time
+
+    loop = SimLoop(6)
+    real = time.time()
+    with simulated_os(loop, Disk(random.Random(1)), lambda proc, code: None):
+        assert time.monotonic() == 0.0
+        assert abs(time.time() - real) > 1000  # the simulation's own epoch
+    assert abs(time.time() - real) < 60
