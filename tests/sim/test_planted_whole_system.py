@@ -55,7 +55,8 @@ def test_a_planted_defect_is_caught_in_simulation(tmp_path: Path, failpoint: str
             continue
         assert f"replay: faultline replay {run_dir}" in stdout
         lines = stdout.strip().splitlines()
-        assert lines[0] == f"seed {seed}" and lines[-1].startswith("report: ")
+        assert lines[0] == f"seed {seed}"
+        assert lines[-1].startswith("report: ")
         again = subprocess.run(
             [sys.executable, "-m", "harness.cli", "replay", str(run_dir), "--no-progress"],
             cwd=ROOT, capture_output=True, text=True, check=False,
