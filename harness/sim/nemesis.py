@@ -76,12 +76,7 @@ class SimNemesis(NemesisWorker):
         """Apply or heal inline; a fault that cannot be applied completes `info`."""
         target = (op.value or {}).get("target")
         if target in ROLE_NEEDS_PLACEMENT:
-            urls = self.sim_db.urls()
-            docs = await asyncio.gather(*(
-                self.sim_db.http_json(urls[n] + "/admin/placement", timeout_s=FETCH_TIMEOUT_S)
-                for n in self.names
-            ))  # fmt: skip
-            self._placements = dict(zip(self.names, docs, strict=True))
+            self._placements = await self._first_placement()
         try:
             value = self._do(op)
         except UnresolvedError as exc:
@@ -92,6 +87,28 @@ class SimNemesis(NemesisWorker):
         finally:
             self._placements = {}
         return Reply(type="ok", value=value)
+
+    async def _first_placement(self) -> dict[str, Doc | None]:
+        """Ask every node at once and keep the first answer, as the Docker resolver
+        does (each is a linearizable read): a paused node costs no timeout."""
+        urls = self.sim_db.urls()
+
+        async def ask(name: str) -> tuple[str, Doc | None]:
+            url = urls[name] + "/admin/placement"
+            return name, await self.sim_db.http_json(url, timeout_s=FETCH_TIMEOUT_S)
+
+        pending = {asyncio.ensure_future(ask(n)) for n in self.names}
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for fut in sorted(done, key=lambda f: f.result()[0]):
+                    name, doc = fut.result()
+                    if doc is not None:
+                        return {name: doc}
+        finally:
+            for fut in pending:
+                fut.cancel()
+        return {}
 
     # -- primitives ------------------------------------------------------------
 
