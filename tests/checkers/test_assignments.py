@@ -237,3 +237,18 @@ def test_a_late_report_of_an_old_commit_does_not_blame_a_cancel() -> None:
 def test_a_new_commit_of_the_cancelled_peers_after_the_pending_is_still_caught() -> None:
     anomalies, _ = check_assignments(_late_report_audit(930))
     assert "cancel-reverted-new-config" in {a.kind for a in anomalies}
+
+
+@pytest.mark.parametrize("restarted", [True, False])
+def test_a_restarted_node_may_report_old_revisions_again(restarted: bool) -> None:
+    """Seen under --backend sim (seed 3): a killed node comes back, replays its
+    metastore log and reports revision 2 after it had reported 65. Within one
+    process the revisions must still never go back."""
+    first = {**_write(2, 1.0, stable=OLD), "node": "n3"}
+    later = {**_write(65, 7.3, pending=NEW), "node": "n3"}
+    again = {**_write(2, 10.8, stable=OLD), "node": "n3"}
+    started = {"kind": "started", "node": "n3", "wall": 10.8}
+    events = [first, later, *([started] if restarted else []), again]
+    anomalies, _ = check_assignments({"n3": events})
+    went_back = [a for a in anomalies if a.kind == "assignment-revision-went-back"]
+    assert bool(went_back) is not restarted
