@@ -312,14 +312,7 @@ class EmberDB(ProcessDB):
             if not down and not leaderless and not moving:
                 return
             if time.monotonic() > deadline:
-                what = (
-                    f"not answering: {', '.join(down)}"
-                    if down
-                    else f"no leader for {', '.join(leaderless[:5])}"
-                    if leaderless
-                    else f"rebalance not finished: {', '.join(moving[:5])}"
-                )
-                raise DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
+                raise not_healthy(timeout_s, down, leaderless, moving)
             time.sleep(HEALTH_POLL_S)
 
     def rebalancing(self, url: str) -> list[str]:
@@ -333,8 +326,7 @@ class EmberDB(ProcessDB):
             doc = http_json(url + "/admin/assignments", timeout_s=5)
             if doc is None:
                 return ["unreadable"]
-            moving |= {str(a.get("key")) for a in doc.get("assignments", [])
-                       if a.get("kind") in ("pending", "planned", "cancel")}  # fmt: skip
+            moving |= in_flight(doc)
             if moving:
                 break
             if i == 0:
@@ -359,6 +351,26 @@ class EmberDB(ProcessDB):
         return self.fetch_files(
             control, names, run, ((self.log_path, "log"), (self.audit_path(), "events"))
         )
+
+
+def in_flight(assignments: Mapping[str, Any]) -> set[str]:
+    """The keys of a GET /admin/assignments answer still in flight (pending, planned, cancel)."""
+    return {str(a.get("key")) for a in assignments.get("assignments", [])
+            if a.get("kind") in ("pending", "planned", "cancel")}  # fmt: skip
+
+
+def not_healthy(
+    timeout_s: float, down: Sequence[str], leaderless: Sequence[str], moving: Sequence[str]
+) -> DBError:
+    """The error of an ember cluster that did not become healthy in time, naming why."""
+    what = (
+        f"not answering: {', '.join(down)}"
+        if down
+        else f"no leader for {', '.join(leaderless[:5])}"
+        if leaderless
+        else f"rebalance not finished: {', '.join(moving[:5])}"
+    )
+    return DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
 
 
 def _toml(value: Any) -> str:

@@ -105,17 +105,17 @@ class WireTransport(asyncio.Transport):
             self._wire.send(self, "fin", b"")
 
     def close(self) -> None:
-        if self._closing:
-            return
-        self._closing = True
-        self._wire.send(self, "fin", b"")
-        self._wire.loop.call_soon(self._connection_lost, None, context=self.proc.ctx)
+        if not self._closing:
+            self._shut("fin")
 
     def abort(self) -> None:
-        if self._lost:
-            return
+        if not self._lost:
+            self._shut("rst")
+
+    def _shut(self, kind: str) -> None:
+        """Send FIN (close) or RST (abort); this end's protocol hears of it next."""
         self._closing = True
-        self._wire.send(self, "rst", b"")
+        self._wire.send(self, kind, b"")
         self._wire.loop.call_soon(self._connection_lost, None, context=self.proc.ctx)
 
     def pause_reading(self) -> None:

@@ -26,7 +26,7 @@ import aiohttp
 from ember.server import _parser, build_config
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
-from harness.db import DBError, EmberDB
+from harness.db import DBError, EmberDB, in_flight, not_healthy
 from harness.store import RunDir
 from nemesis.fault import Fault
 
@@ -170,14 +170,7 @@ class SimEmberDB(EmberDB):
             if not down and not leaderless and not moving:
                 return
             if loop.time() > deadline:
-                what = (
-                    f"not answering: {', '.join(down)}"
-                    if down
-                    else f"no leader for {', '.join(leaderless[:5])}"
-                    if leaderless
-                    else f"rebalance not finished: {', '.join(moving[:5])}"
-                )
-                raise DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
+                raise not_healthy(timeout_s, down, leaderless, moving)
             await asyncio.sleep(HEALTH_POLL_S)
 
     async def rebalancing_async(self, url: str) -> list[str]:
@@ -191,8 +184,7 @@ class SimEmberDB(EmberDB):
             doc = await self.http_json(url + "/admin/assignments", timeout_s=5)
             if doc is None:
                 return ["unreadable"]
-            moving |= {str(a.get("key")) for a in doc.get("assignments", [])
-                       if a.get("kind") in ("pending", "planned", "cancel")}  # fmt: skip
+            moving |= in_flight(doc)
             if moving:
                 break
             if i == 0:
