@@ -31,6 +31,7 @@ from ember.raft import (
     SnapshotMeta,
     TimeoutNow,
 )
+from ember.runtime.observe import OBSERVERS
 from ember.storage import GroupStorage
 
 # An `applied` audit event every this many entries, at the same indexes on
@@ -305,6 +306,8 @@ class Group:
             if entry.index <= self.sm.applied:
                 continue
             result = self.sm.apply(entry)
+            for observer in OBSERVERS:
+                observer.on_applied(self.raw.id, self.id, entry)
             waiter = self.waiters.pop(entry.index, None)
             if waiter is not None and not waiter[1].done():
                 if waiter[0] == entry.term:

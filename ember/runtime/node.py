@@ -47,7 +47,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from ember.audit import AuditLog
 from ember.failpoints import Failpoints
@@ -65,6 +65,7 @@ from ember.raft import (
 from ember.runtime.config import NodeConfig
 from ember.runtime.events import config_event, replica_event
 from ember.runtime.group import Group, OutcomeUnknown, PendingRead, Proposal, StateMachine
+from ember.runtime.observe import OBSERVERS, RaftObserver
 from ember.storage import NodeStorage
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,13 @@ def partition_group(index: int) -> GroupId:
 
 
 class NodeRuntime:
-    """A node: its store, transport, groups, audit log and failpoints."""
+    """A node: its store, transport, groups, audit log and failpoints.
+
+    `observers` (empty in the daemon, see ember.runtime.observe) are told of
+    every group's start, Readies, durable writes, applied entries and status.
+    """
+
+    observers: ClassVar[list[RaftObserver]] = OBSERVERS
 
     def __init__(
         self,
@@ -117,6 +124,9 @@ class NodeRuntime:
             )
         if self.store.has_pending:
             self.store.commit()  # bootstrap snapshots, durable before anything else
+        for observer in self.observers:
+            for group_id, group in self.groups.items():
+                observer.on_start(self.id, group_id, group.storage.load())
         peers = {p: (a.host, a.raft_port) for p, a in cfg.peers.items() if p != cfg.node_id}
         self.transport = Transport(
             cfg.node_id,
@@ -380,6 +390,9 @@ class NodeRuntime:
 
     async def _round(self, readies: list[tuple[Group, Ready]]) -> None:
         self._maybe_crash("before-persist")
+        for observer in self.observers:
+            for group, rd in readies:
+                observer.on_write(self.id, group.id, rd, group.raw.status())
         must_sync = False
         for group, rd in readies:
             if rd.snapshot is not None and rd.snapshot.meta.index > 0:
@@ -390,12 +403,15 @@ class NodeRuntime:
                 for msg in group.early_messages(rd):
                     self._send(msg)
                 self._record_applied(group, group.apply_entries(group.durable_committed(rd)))
+            commit = self._observed_commit(readies) if self.observers else self.store.commit
             started = time.perf_counter()
             await self._while_syncing(
-                asyncio.get_running_loop().run_in_executor(self._syncer, self.store.commit)
+                asyncio.get_running_loop().run_in_executor(self._syncer, commit)
             )
             self.sync_s += time.perf_counter() - started
             self.syncs += 1
+        elif self.observers:
+            self._tell_durable(readies)  # nothing of these Readies needed an fsync
         self._maybe_crash("after-persist")
         for group, rd in readies:
             for msg in rd.messages:
@@ -407,7 +423,25 @@ class NodeRuntime:
                     listener(group.id, event)
             group.raw.advance(rd)
             group.maybe_compact()
+            for observer in self.observers:
+                observer.on_status(self.id, group.id, group.raw.status())
         self._maybe_crash("after-apply")
+
+    def _observed_commit(self, readies: list[tuple[Group, Ready]]) -> Callable[[], int]:
+        """`store.commit` that tells the observers the instant it returns: a node
+        killed while the fsync's completion is on its way has it on disk all the same."""
+
+        def commit() -> int:
+            done = self.store.commit()
+            self._tell_durable(readies)
+            return done
+
+        return commit
+
+    def _tell_durable(self, readies: list[tuple[Group, Ready]]) -> None:
+        for observer in self.observers:
+            for group, rd in readies:
+                observer.on_durable(self.id, group.id, rd)
 
     async def _while_syncing(self, sync: asyncio.Future[int]) -> None:
         """Keep the groups moving while the round's fsync runs; return when it is done.
