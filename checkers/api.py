@@ -55,6 +55,8 @@ class CheckContext(msgspec.Struct, kw_only=True):
     # node id -> that node's audit events (docs/events.md), in file order;
     # None when the run left no audit logs (a bare history.jsonl).
     audit: dict[str, list[dict[str, Any]]] | None = None
+    # A simulated run's omniscient invariant report (checkers.sim); None elsewhere.
+    sim: dict[str, Any] | None = None
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def setting(self, key: str, default: Any = None) -> Any:

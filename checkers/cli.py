@@ -12,6 +12,7 @@ from typing import Any
 
 from checkers.compose import REGISTRY, Result, check, load_run, write_results
 from checkers.linear import model_names
+from checkers.sim import load_sim_report
 
 EXIT_CODES = {True: 0, False: 1, "unknown": 2}
 
@@ -84,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         options["lin_time_limit_s"] = args.time_limit
     if args.checkers:
         options["checkers"] = args.checkers
-    result = check(plan, history, options, audit=audit)
+    result = check(plan, history, options, audit=audit, sim=load_sim_report(run_dir))
     if not args.no_write:
         write_results(result, run_dir)
     print("\n".join(summary(result)))

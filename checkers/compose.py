@@ -39,6 +39,7 @@ from checkers.history import Event, Operation, load_history, pair
 from checkers.linear import LinearizabilityChecker
 from checkers.raft import RaftChecker
 from checkers.revisions import RevisionChecker
+from checkers.sim import SimInvariantsChecker
 from checkers.stats import MEMBERSHIP_FS, StatsChecker
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
@@ -99,9 +100,12 @@ REGISTRY: dict[str, Callable[[], Checker]] = {
     "revisions": RevisionChecker,
     "convergence": ConvergenceChecker,
     "stats": StatsChecker,
+    "sim": SimInvariantsChecker,
 }
 # Checkers that need audit events; skipped by default on a bare history.
 NEEDS_AUDIT = frozenset({"raft", "convergence"})
+# Checkers that need a simulated run's invariant report; skipped by default elsewhere.
+NEEDS_SIM = frozenset({"sim"})
 
 
 class Result(msgspec.Struct, kw_only=True):
@@ -117,13 +121,16 @@ class Result(msgspec.Struct, kw_only=True):
     elapsed_s: float = 0.0
 
 
-def select(names: Iterable[str] | None, plan: Mapping[str, Any], has_audit: bool) -> list[str]:
+def select(
+    names: Iterable[str] | None, plan: Mapping[str, Any], has_audit: bool, *, has_sim: bool = False
+) -> list[str]:
     """The checker names to run (see module doc); raises ValueError on an unknown name."""
     chosen = list(names) if names else None
     if chosen is None and isinstance(plan.get("checkers"), list):
         chosen = [str(n) for n in plan["checkers"]]
     if chosen is None:
-        return [n for n in REGISTRY if has_audit or n not in NEEDS_AUDIT]
+        skip = (set() if has_audit else NEEDS_AUDIT) | (set() if has_sim else NEEDS_SIM)
+        return [n for n in REGISTRY if n not in skip]
     unknown = [n for n in chosen if n not in REGISTRY]
     if unknown:
         raise ValueError(
@@ -152,6 +159,7 @@ def check(
     *,
     audit: dict[str, list[dict[str, Any]]] | None = None,
     checkers: Mapping[str, Checker] | None = None,
+    sim: dict[str, Any] | None = None,
 ) -> Result:
     """Checks one run's (validated) history and audit events; see the module doc.
 
@@ -162,10 +170,10 @@ def check(
     plan = plan or {}
     options = options or {}
     ctx = CheckContext(
-        plan=plan, events=history, operations=pair(history), audit=audit, options=options
+        plan=plan, events=history, operations=pair(history), audit=audit, sim=sim, options=options
     )
     if checkers is None:
-        names = select(options.get("checkers"), plan, audit is not None)
+        names = select(options.get("checkers"), plan, audit is not None, has_sim=sim is not None)
         checkers = {n: REGISTRY[n]() for n in names}
     results = {name: run_one(c, ctx) for name, c in checkers.items()}
     reasons = [

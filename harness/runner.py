@@ -41,6 +41,7 @@ import msgspec
 
 from checkers.api import CheckerResult
 from checkers.compose import Result, check, load_run, write_results
+from checkers.sim import load_sim_report
 from harness import plan as plans
 from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
@@ -278,7 +279,7 @@ def _failpoints(
 def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:
     """Run the checkers on the store's files and write results.json."""
     plan_doc, history, audit, _ = load_run(run.path)
-    result = check(plan_doc, history, audit=audit)
+    result = check(plan_doc, history, audit=audit, sim=load_sim_report(run.path))
     result.reasons.extend(f"note: {n}" for n in notes)
     write_results(result, run.path)
     return result

@@ -15,7 +15,11 @@ on one deterministic `SimLoop`, in this process:
    triggers from the nodes' audit events the instant they are written;
 4. heal-all, healthy again, the quiet period and the final reads, as on
    Docker; then each node's events.jsonl and ember.log into nodes/<n>/;
-5. every checker on the store's files (harness.runner.judge).
+5. every checker on the store's files (harness.runner.judge), the `sim`
+   checker among them: all along, `ember.sim.omniscient` watched every
+   node's Readies through the runtime's observer seam and checked Raft's
+   safety properties per group with the whole system in view; its report is
+   the run dir's sim-invariants.json.
 
 Everything is on virtual time: history times, audit `mono_ns` and `wall`.
 One seed gives one run, byte for byte (the loop's order, the seeded
@@ -26,6 +30,7 @@ nemesis or workload it has no primitive for.
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import tempfile
@@ -33,8 +38,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from checkers.sim import REPORT_FILE
+from ember.raft import RaftConfig
+from ember.runtime import NodeRuntime
 from ember.sim.hostos import Disk, simulated_os
 from ember.sim.loop import SimLoop, SimulationStalled, SimulationTimeout, run_simulation
+from ember.sim.omniscient import Omniscient
 from ember.sim.world import NodeLogRouter, World, seeded
 from harness import plan as plans
 from harness.backends.base import NodeHandle, SshTarget
@@ -77,6 +86,10 @@ def execute_sim(
     loop = SimLoop(plan.seed, max_time=MAX_TIME_FACTOR * (plan.time_limit_s + 300))
     disk = Disk(seeded(plan.seed, "disk"))
     world = World(loop, disk)
+    margin = int(plan.db_settings.get("catchup_margin", RaftConfig().catchup_margin))
+    invariants = Omniscient(loop.time, margin)
+    world.crash_listeners.append(invariants.on_crash)
+    NodeRuntime.observers.append(invariants)
     scratch = Path(tempfile.mkdtemp(prefix=f"faultline-sim-{plan.seed}-"))
     router = NodeLogRouter(world, run.path / "harness.log")
     root = logging.getLogger()
@@ -89,6 +102,8 @@ def execute_sim(
     except (SimulationStalled, SimulationTimeout) as exc:
         raise RunError(f"simulation: {exc}") from None
     finally:
+        NodeRuntime.observers.remove(invariants)
+        _write_report(run.path / REPORT_FILE, invariants)
         status.started = time.monotonic() - loop.time()
         root.removeHandler(router)
         root.setLevel(saved_level)
@@ -99,8 +114,17 @@ def execute_sim(
                f"{len(world.crashes)} disk crashes ({disk.torn} torn)")  # fmt: skip
     log(summary)
     notes.append(summary)
+    if invariants.violations or invariants.errors:
+        counts = ", ".join(f"{p} x{n}" for p, n in sorted(invariants.counts.items()))
+        notes.append(f"omniscient invariants: {counts or 'no violation'}; "
+                     f"{len(invariants.errors)} observer errors")  # fmt: skip
     notes += [f"node failed to start: {f}" for f in world.failures]
     return notes
+
+
+def _write_report(path: Path, invariants: Omniscient) -> None:
+    """sim-invariants.json: what the omniscient checker found (checkers.sim reads it)."""
+    path.write_text(json.dumps(invariants.report(), indent=2) + "\n", encoding="utf-8")
 
 
 async def _main(

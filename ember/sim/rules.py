@@ -4,8 +4,24 @@ log agreement. No state: each takes what it judges and returns a verdict.
 
 from __future__ import annotations
 
-from ember.raft import ConfState, Entry
-from ember.sim.storage import DiskLog
+from typing import Protocol
+
+from ember.raft import ConfState, Entry, Snapshot
+
+
+class Log(Protocol):
+    """What `match_index` reads of a log (ember.sim.logview.LogView)."""
+
+    @property
+    def snapshot(self) -> Snapshot | None: ...
+
+    @property
+    def snap_index(self) -> int: ...
+
+    @property
+    def last_index(self) -> int: ...
+
+    def term_at(self, index: int) -> int | None: ...
 
 
 def has_majority(nodes: tuple[str, ...], holders: set[str]) -> bool:
@@ -45,7 +61,7 @@ def chain_error(prev: ConfState, conf: ConfState, index: int) -> str | None:
     return None
 
 
-def match_index(peer: DiskLog, leader: DiskLog, upto: int) -> int:
+def match_index(peer: Log, leader: Log, upto: int) -> int:
     """The highest index <= upto where `peer` agrees with `leader`."""
     index = min(peer.last_index, upto)
     while index > peer.snap_index:

@@ -8,7 +8,8 @@ its TOML. The world keeps, per node name, the host address and data
 directory (which outlive incarnations) and the current incarnation:
 
 - `start` spawns a new incarnation (a restart reads the simulated disk);
-- `kill` is SIGKILL plus a crash of the node's disk (`hostos.Disk.crash`);
+- `kill` is SIGKILL plus a crash of the node's disk (`hostos.Disk.crash`),
+  told to `crash_listeners`;
 - `stop` delivers SIGTERM to the handler `serve` installed;
 - `pause` / `resume` are SIGSTOP / SIGCONT;
 - `runtime(name)` is the live node's `NodeRuntime` (None when it is dead,
@@ -26,6 +27,7 @@ import asyncio
 import logging
 import random
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -67,6 +69,8 @@ class World:
     nodes: dict[str, SimNode] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     crashes: list[str] = field(default_factory=list)
+    # Told the node's name when an incarnation dies (the omniscient checker).
+    crash_listeners: list[Callable[[str], None]] = field(default_factory=list)
 
     def add(self, name: str, host: str, root: Path, config: NodeConfig) -> SimNode:
         """Register a node (not started)."""
@@ -115,6 +119,8 @@ class World:
         if node.proc is proc:
             node.runtime, node.plane = None, None
         lost = self.disk.crash(node.root / "data")
+        for listener in self.crash_listeners:
+            listener(node.name)
         self.crashes.append(f"{proc.name}: " + ("; ".join(lost) or "nothing unsynced"))
         return lost
 
