@@ -8,7 +8,10 @@ move}`. The generator keeps what it believes each group's peers are,
 starting from the bootstrap voters and updated from completions (a
 completion carries the group's configuration as read after the change, when
 the worker could read it), so it only asks for moves that make sense. Tokens
-increase across the run, so no request can be stale on purpose.
+increase across the run, so no request can be stale on purpose. With
+`learners` on (plan option `change_learners`), most changes also name one
+node outside the new voters as a learner, so learner adds, removals and
+promotions happen too.
 
 The worker sends to the leader the client last knew for the partition. A
 node that answers it does not lead (421 / 503 no-leader: certainly not
@@ -38,6 +41,7 @@ CHANGE_TIMEOUT_S = 20.0
 MIN_PEERS = 2  # never shrink a group below this: it must keep serving
 LEADER_SEARCHES = 3  # after a not-leader answer: look for the leader this many times
 SEARCH_PAUSE_S = 0.5  # between searches that found no leader (an election may be on)
+LEARNER_SHARE = 0.7  # with learners on: the share of changes that name one
 
 
 def plan_move(
@@ -71,8 +75,10 @@ class ChangePeersGen(Generator):
         bootstrap: Sequence[str],
         *,
         first_token: int = 1,
+        learners: bool = False,
     ) -> None:
         self.rng = rng
+        self.learners = learners
         self.groups, self.nodes = list(groups), list(nodes)
         self.peers: dict[str, list[str]] = {g: sorted(bootstrap) for g in groups}
         self.token = first_token
@@ -88,7 +94,12 @@ class ChangePeersGen(Generator):
                 break
         else:
             peers, move = sorted(self.peers[group]), "noop"
-        value = {"group": group, "peers": peers, "learners": [], "token": self.token, "move": move}
+        learners: list[str] = []
+        spare = sorted(set(self.nodes) - set(peers))
+        if self.learners and spare and self.rng.random() < LEARNER_SHARE:
+            learners = [self.rng.choice(spare)]
+        value = {"group": group, "peers": peers, "learners": learners, "token": self.token,
+                 "move": move}  # fmt: skip
         self.token += 1
         return Op(f="change-peers", value=value, group=group, time_ns=ctx.time_ns)
 

@@ -146,11 +146,13 @@ def _meta_nodes(db: EmberDB) -> list[str]:
 
 
 def change_generator(plan: plans.Plan, db: EmberDB) -> Generator:
-    """Random add / remove / replace moves per Raft group."""
+    """Random add / remove / replace moves per Raft group (learners too: option
+    `change_learners`)."""
     from workloads.change_peers import ChangePeersGen
 
     names = [n.name for n in db.nodes]
-    return ChangePeersGen(plan.rng("change-peers"), db.free_groups(), names, db.bootstrap())
+    return ChangePeersGen(plan.rng("change-peers"), db.free_groups(), names, db.bootstrap(),
+                          learners=bool(plan.options.get("change_learners", False)))  # fmt: skip
 
 
 def phase_watcher(
