@@ -285,6 +285,7 @@ def _reverted(commits: list[tuple[tuple[str, ...], Any]], new: Any, since: Any, 
 def _check_requests(audit: Audit, commits: Commits, out: list[Anomaly]) -> int:
     writes = pending_writes(audit)
     seen: dict[tuple[str, Any], dict[str, Any]] = {}
+    received: dict[tuple[str, Any, str, float | None], float] = {}
     count = 0
     for node, ev in _events(audit, ("rebalance-request", "cancel-request")):
         count += 1
@@ -302,12 +303,21 @@ def _check_requests(audit: Audit, commits: Commits, out: list[Anomaly]) -> int:
             )
         if last is not None:
             seen[key] = ev
+        request = (node, ev.get("partition"), ev["kind"], req)
+        if ev.get("direction") == "received" and last is not None:
+            received[request] = last
         applied = ev.get("direction") == "applied" or ev.get("outcome") == "cancelled"
-        if applied and req is not None and last is not None and req < last:
+        # Judged by the last seen revision when the request was taken in: a
+        # rebalance started at 83 that a cancel at 84 could not stop
+        # (cannot-cancel: new was already committed) finishes, and reports
+        # "applied" with last seen 84 (seed 75 of the simulator's sweep).
+        at_receipt = received.get(request, last)  # its receipt never lost: flushed per event
+        if applied and req is not None and at_receipt is not None and req < at_receipt:
             _flag(
                 out,
                 "stale-request-applied",
-                f"{node} applied a {ev['kind']} of revision {req:g} below its last seen {last:g}",
+                f"{node} applied a {ev['kind']} of revision {req:g} below its last seen "
+                f"{at_receipt:g}",
                 ev,
             )
         if ev["kind"] == "cancel-request" and ev.get("outcome") == "cancelled":

@@ -252,3 +252,21 @@ def test_a_restarted_node_may_report_old_revisions_again(restarted: bool) -> Non
     anomalies, _ = check_assignments({"n3": events})
     went_back = [a for a in anomalies if a.kind == "assignment-revision-went-back"]
     assert bool(went_back) is not restarted
+
+
+@pytest.mark.parametrize("received_at", [67, 90])
+def test_a_rebalance_that_could_not_be_cancelled_finishes_below_the_cancels_revision(
+    received_at: int,
+) -> None:
+    """Seed 75 of the simulator's sweep: n3 took request 83 in at last seen 67; a
+    cancel at 84 answered cannot-cancel (new already committed), so the job
+    finished and reported applied with last seen 84. Taken in at 90 it is stale."""
+    n3 = [
+        _request("rebalance-request", 83, received_at, direction="received"),
+        _request("cancel-request", 84, 83, direction="received"),
+        _request("cancel-request", 84, 84, direction="applied", outcome="cannot-cancel"),
+        _request("rebalance-request", 83, 84, direction="applied"),
+    ]
+    anomalies, _ = check_assignments({"n3": n3})
+    stale = [a for a in anomalies if a.kind == "stale-request-applied"]
+    assert bool(stale) is (received_at > 83)
