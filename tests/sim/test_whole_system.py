@@ -110,6 +110,7 @@ def test_replay_verdict_names_files_that_differ(tmp_path: Path) -> None:
     [
         (3, 10.0, "a restarted node re-reports its metastore log: revisions went back"),
         (18, 60.0, "the metastore group was still written at collection: one report behind"),
+        (75, 60.0, "a rebalance a cancel could not stop finished below the cancel's revision"),
     ],
 )
 def test_regression_seeds_stay_valid(tmp_path: Path, seed: int, time_limit: float,
