@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -158,6 +159,10 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
             p.status.faults = sorted(nem.active)
 
     interp = Interpreter(kinds, workers, writer, on_event=on_event)
+    # Audit events carry the nodes' wall clock: this anchors it to the history's zero
+    # (the interpreter's clock starts now), so the report places them where they happened.
+    anchor = {"history_zero_wall": time.time()}
+    p.run.timeline.write_bytes(msgspec.json.encode(anchor) + b"\n")
 
     def on_phase(obs: dict[str, Any]) -> None:
         interp.observe("phase", obs)

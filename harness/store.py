@@ -47,6 +47,11 @@ class RunDir:
     def nodes(self) -> Path:
         return self.path / "nodes"
 
+    @property
+    def timeline(self) -> Path:
+        """timeline.json: the Unix time of the history's zero, as the harness read it."""
+        return self.path / "timeline.json"
+
     def node_dir(self, node: str) -> Path:
         return self.nodes / node
 

@@ -7,9 +7,10 @@ and derives: fault and membership-change windows (the stats checker's own
 the verdict was judged on), a clock for audit events, and the first
 anomaly's time. Audit events carry each node's own monotonic clock
 (`mono_ns`) and `wall`; the history's clock is ns since the run started.
-When `wall` looks like Unix time and the run dir's stamp names the start,
-audit events are placed at `wall - start`; otherwise (the simulator, whose
-clocks are one virtual clock) at `mono_ns`.
+When `wall` looks like Unix time, audit events are placed at `wall - zero`,
+where zero is the wall time of the history's zero that the harness wrote to
+timeline.json as the workload started (the simulator's virtual wall clock
+included), or for older runs the run dir's stamp; otherwise at `mono_ns`.
 """
 
 from __future__ import annotations
@@ -101,11 +102,23 @@ def run_start_wall(run: RunDir) -> float | None:
         return None
 
 
+def history_zero_wall(run: RunDir) -> float | None:
+    """The Unix time of the history's zero: timeline.json's anchor (the harness
+    wrote it as the workload started), else the run dir's stamp (older runs:
+    setup time before the workload shifts every audit event by that much)."""
+    try:
+        doc = msgspec.json.decode(run.timeline.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return run_start_wall(run)
+    zero = doc.get("history_zero_wall") if isinstance(doc, dict) else None
+    return float(zero) if isinstance(zero, int | float) else run_start_wall(run)
+
+
 def audit_clock(
     run: RunDir, audit: dict[str, list[dict[str, Any]]]
 ) -> Callable[[dict[str, Any]], int]:
     """A function placing an audit event on the history's clock (module doc)."""
-    start = run_start_wall(run)
+    start = history_zero_wall(run)
     walls = [ev["wall"] for evs in audit.values() for ev in evs[:1] if "wall" in ev]
     unix = walls and all(isinstance(w, int | float) and w > _UNIX_2001 for w in walls)
     if start is not None and unix:
