@@ -1,53 +1,48 @@
-"""Hypothesis strategies for simulator configurations."""
+"""Hypothesis strategies for small whole-system simulation plans."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from hypothesis import strategies as st
 
-from ember.sim.clock import NS_PER_MS
-from ember.sim.faults import FAULT_KINDS, TARGETS, Fault
-from ember.sim.runner import SimConfig
+from harness import plan as plans
+from nemesis.generator import PRIMITIVES
+
+NODE_NAMES = ("n1", "n2", "n3", "n4", "n5")
 
 
 @st.composite
-def schedules(draw: st.DrawFn, *, sim_seconds: float, max_faults: int = 15) -> tuple[Fault, ...]:
-    """An explicit fault schedule, which hypothesis can shrink fault by fault."""
-    span_ms = int(sim_seconds * 1000)
-    faults = draw(
-        st.lists(
-            st.builds(
-                Fault,
-                at_ns=st.integers(0, span_ms - 1).map(lambda ms: ms * NS_PER_MS),
-                kind=st.sampled_from(FAULT_KINDS),
-                duration_ns=st.integers(20, 1500).map(lambda ms: ms * NS_PER_MS),
-                target=st.sampled_from(TARGETS),
-            ),
-            max_size=max_faults,
-        )
-    )
-    return tuple(sorted(faults, key=lambda f: f.at_ns))
+def sim_plans(
+    draw: st.DrawFn, *, nodes: tuple[int, ...] = (3, 4), time_limit_s: float = 6.0
+) -> plans.Plan:
+    """A short `--backend sim` plan: register traffic and membership changes
+    under a random subset of the nemesis primitives, on 3-5 nodes.
 
-
-@st.composite
-def sim_configs(
-    draw: st.DrawFn, *, nodes: tuple[int, ...] = (3, 4), sim_seconds: float = 2.0
-) -> SimConfig:
-    """A small random cluster run: seed, size, faults and core tunables.
-
-    The seed drives every choice inside the run. Faults come either from the
-    seed (any mix of kinds) or from an explicit schedule, which shrinks to the
-    few faults that matter when a property fails.
+    The seed drives every choice inside the run (clocks, network, disk, the
+    workloads and the fault schedule); the drawn knobs are the Raft tunables
+    and plan options that make the core's corner cases likely: a small
+    catch-up margin, one entry per append, frequent compaction, learners.
     """
-    return SimConfig(
-        seed=draw(st.integers(min_value=0, max_value=2**63 - 1)),
-        nodes=draw(st.sampled_from(nodes)),
-        sim_seconds=sim_seconds,
-        heal_seconds=20.0,
-        faults=tuple(sorted(draw(st.sets(st.sampled_from(FAULT_KINDS), min_size=1)))),
-        schedule=draw(st.none() | schedules(sim_seconds=sim_seconds)),
-        fault_gap_ms=draw(st.sampled_from([100.0, 300.0])),
-        catchup_margin=draw(st.sampled_from([3, 20, 1000])),
-        compact_every=draw(st.sampled_from([0, 20, 40])),
-        max_append=draw(st.sampled_from([1, 4, 64])),
-        change_ms=draw(st.sampled_from([100.0, 300.0])),
+    db: dict[str, Any] = {
+        "catchup_margin": draw(st.sampled_from([3, 20, 1000])),
+        "max_entries_per_append": draw(st.sampled_from([1, 4, 64])),
+        "compact_every": draw(st.sampled_from([0, 20, 200])),
+    }
+    options: dict[str, Any] = {
+        "change_interval_s": draw(st.sampled_from([0.5, 1.0, 2.0])),
+        "change_learners": draw(st.booleans()),
+        "nemesis_gap_s": draw(st.sampled_from([1.0, 2.0, 4.0])),
+    }
+    return plans.Plan(
+        seed=draw(st.integers(min_value=0, max_value=2**31 - 1)),
+        backend="sim",
+        nodes=NODE_NAMES[: draw(st.sampled_from(nodes))],
+        db_settings=db,
+        workload=("register", "change-peers"),
+        nemesis=tuple(sorted(draw(st.sets(st.sampled_from(PRIMITIVES), min_size=1)))),
+        concurrency=5,
+        time_limit_s=time_limit_s,
+        quiet_s=3.0,
+        options=options,
     )

@@ -1,65 +1,101 @@
-"""The property checks can fail: each planted bug is caught within a few seeds.
+"""The omniscient invariants can fail: each planted core bug is caught within a few seeds.
 
-For each RaftConfig.planted_bugs defect, search a bounded number of seeds
-with a setting where the defect matters, and assert the checker reports the
-safety property that the defect breaks. The same setting without the bug
-must not report that property on the catching seed, so the catch is the
-bug's doing.
+Each RaftConfig.planted_bugs defect is switched on through the node setting
+`planted_bugs` (the TOML key ember-node reads) in a short whole-system plan
+where the defect matters: register traffic and a membership change every
+second, plus the Raft tunables, plan options and nemesis kinds that expose
+it. Within SEARCH_SEEDS seeds the `sim` checker (ember.sim.omniscient's
+report) must name a safety property the defect breaks; the same plan without
+the bug must not report that property on the catching seed, so the catch is
+the bug's doing.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from ember.sim.runner import SimConfig, SimResult
-from ember.sim.simulation import Simulation
+from harness import plan as plans
+from harness.progress import RunStatus
+from harness.runner import run
 
-SEARCH_SEEDS = 60
-# compact_every=0 keeps these searches about the defect under test.
-BASE: dict[str, Any] = {"nodes": 3, "sim_seconds": 3.0, "heal_seconds": 10.0, "compact_every": 0}
-PARTITIONS = ("partition", "isolate", "one-way")
+pytestmark = pytest.mark.slow
+SEARCH_SEEDS = range(1, 9)
 
-CASES: list[tuple[str, dict[str, Any], set[str]]] = [
-    ("skip-joint", {}, {"config-chain"}),
-    ("skip-catchup", {"catchup_margin": 3}, {"catchup-margin"}),
-    (
+
+class Case:
+    """One planted bug and the plan that exposes it."""
+
+    def __init__(self, bug: str, props: set[str], *, db: dict[str, Any] | None = None,
+                 options: dict[str, Any] | None = None,
+                 nemesis: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.bug, self.props = bug, props
+        self.db, self.options, self.nemesis = db or {}, options or {}, nemesis
+
+    def plan(self, seed: int, *, planted: bool) -> plans.Plan:
+        db = {**self.db, "planted_bugs": self.bug} if planted else dict(self.db)
+        return plans.Plan(seed=seed, backend="sim", time_limit_s=10.0, quiet_s=3.0,
+                          workload=("register", "change-peers"), nemesis=self.nemesis,
+                          db_settings=db,
+                          options={"change_interval_s": 1.0, "nemesis_gap_s": 2.0,
+                                   **self.options})  # fmt: skip
+
+
+CASES = [
+    # Any change goes stable -> stable.
+    Case("skip-joint", {"config-chain"}),
+    # New voters from an empty log are more than 3 entries behind the leader.
+    Case("skip-catchup", {"catchup-margin"}, db={"catchup_margin": 3}),
+    # One entry per append keeps old-term entries trickling to a lagging
+    # follower after an election, so the new leader counts a majority on one.
+    Case(
         "commit-previous-term",
-        {"max_append": 1, "propose_ms": 3.0},
         {"commit-current-term", "leader-completeness", "state-machine-safety"},
+        db={"max_entries_per_append": 1},
+        nemesis=("partition", "kill"),
     ),
-    (
+    # Learners exist only when the workload names them.
+    Case(
         "count-learners",
-        {"change_ms": 100.0, "faults": PARTITIONS},
         {"quorum-commit", "election-quorum", "one-leader-per-term", "state-machine-safety"},
+        options={"change_learners": True},
+        nemesis=("partition", "kill"),
     ),
-    (
+    # Slow or cut old voters let the new majority alone commit the joint entry.
+    Case(
         "single-majority-joint",
-        {"change_ms": 100.0},
         {"joint-both-majorities", "quorum-commit", "state-machine-safety"},
+        nemesis=("partition", "pause", "slow"),
     ),
 ]
 
 
-def _first_catch(bug: str, knobs: dict[str, Any], props: set[str]) -> tuple[int, SimResult] | None:
-    for seed in range(SEARCH_SEEDS):
-        result = Simulation(SimConfig(seed=seed, bug=bug, **BASE, **knobs)).run()
-        if result.kind == "safety" and result.violations[0].prop in props:
-            return seed, result
-    return None
+def _reported(plan: plans.Plan, store: Path) -> tuple[set[str], Path]:
+    """The properties the `sim` checker reported for a run of `plan`, and its run dir."""
+    outcome = run(plan, store, status=RunStatus())
+    assert outcome.error is None, outcome.error
+    sim = outcome.result.checkers["sim"]
+    kinds = {a.kind for a in sim.anomalies}
+    assert (sim.valid is False) == bool(kinds), sim
+    return kinds, outcome.run.path
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(("bug", "knobs", "props"), CASES, ids=[c[0] for c in CASES])
-def test_planted_bug_is_caught_by_the_property_it_breaks(
-    bug: str, knobs: dict[str, Any], props: set[str]
-) -> None:
-    """Within SEARCH_SEEDS seeds the checker reports the broken property."""
-    found = _first_catch(bug, knobs, props)
-    assert found is not None, f"{bug} not caught in {SEARCH_SEEDS} seeds"
-    seed, result = found
-    assert f"--bug {bug}" in result.config.replay_command()
-    clean = Simulation(SimConfig(seed=seed, **BASE, **knobs)).run()
-    clean_props = {v.prop for v in clean.violations}
-    assert not (clean_props & props), f"seed {seed} fails {clean_props} without {bug} too"
+@pytest.mark.parametrize("case", CASES, ids=[c.bug for c in CASES])
+def test_planted_bug_is_caught_by_the_property_it_breaks(tmp_path: Path, case: Case) -> None:
+    """Within SEARCH_SEEDS seeds the sim checker reports a property the bug breaks."""
+    for seed in SEARCH_SEEDS:
+        kinds, run_dir = _reported(case.plan(seed, planted=True), tmp_path)
+        if kinds & case.props:
+            break
+    else:
+        raise AssertionError(f"{case.bug} not caught in seeds {list(SEARCH_SEEDS)}")
+    recorded = json.loads((run_dir / "test.json").read_text())
+    assert recorded["db_settings"]["planted_bugs"] == case.bug  # what `faultline replay` runs
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is False
+    assert results["checkers"]["sim"]["valid"] is False
+    clean, _ = _reported(case.plan(seed, planted=False), tmp_path)
+    assert not (clean & case.props), f"seed {seed} reports {clean} without {case.bug} too"
