@@ -57,7 +57,7 @@ SOURCE_PACKAGES = ("ember", "harness", "nemesis", "workloads", "checkers", "repo
 # The third-party distributions ember-node imports (ember.server and
 # ember.runtime: msgspec for the wire and disk formats, aiohttp for HTTP).
 # Their version bounds come from pyproject's dependency list, so the bound is
-# declared once; rich (used only by ember.sim's report) stays on the host.
+# declared once; rich (the harness's console output) stays on the host.
 EMBER_NODE_DEPS = ("msgspec", "aiohttp")
 _REQ_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
 

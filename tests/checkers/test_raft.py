@@ -185,3 +185,47 @@ def test_entry_stored_before_a_kill_counts_for_the_commit_quorum(
     assert result.figures["checks"]["commit-quorum"] >= 1
     kinds = [a.kind for a in result.anomalies]
     assert kinds == (["commit-without-quorum"] if flagged else []), result.anomalies
+
+
+def test_leader_removed_by_an_uncommitted_config_may_still_be_elected() -> None:
+    """A voter of the previous configuration may lead while its removal is uncommitted."""
+    script = RaftScript(peers=("n1", "n2", "n3"))
+    script.elect("n1")
+    for n in ("n1", "n2", "n3"):  # n3's removal, appended but not committed
+        script.emit(n, "config-applied", index=9, peers=["n1", "n2"], old_peers=None)
+    script.leader = None
+    script.elect("n3")
+    result = RaftChecker().check(CheckContext(audit=script.events))
+    assert "leader-not-voter" not in {a.kind for a in result.anomalies}, result.anomalies
+    for n in ("n1", "n2", "n3"):  # once committed, n3 may no longer lead
+        script.emit(n, "config-committed", index=9, peers=["n1", "n2"], old_peers=None)
+    script.elect("n3")
+    result = RaftChecker().check(CheckContext(audit=script.events))
+    assert "leader-not-voter" in {a.kind for a in result.anomalies}
+
+
+def test_config_committed_without_a_majority_storing_it_is_flagged() -> None:
+    """A joint entry stored by the new majority only cannot have been committed."""
+    script = RaftScript(peers=("n1", "n2", "n3"))
+    script.elect("n1")
+    joint = {"index": 5, "peers": ["n1", "n4", "n5"], "old_peers": ["n1", "n2", "n3"]}
+    for n in ("n1", "n4", "n5"):
+        script.emit(n, "config-appended", **joint)
+    script.emit("n1", "config-committed", **joint)
+    kinds = {a.kind for a in RaftChecker().check(CheckContext(audit=script.events)).anomalies}
+    assert "commit-without-quorum" in kinds
+    script.emit("n2", "config-appended", **joint)  # now a majority of the old set too
+    kinds = {a.kind for a in RaftChecker().check(CheckContext(audit=script.events)).anomalies}
+    assert "commit-without-quorum" not in kinds
+
+
+def test_bootstrap_configuration_needs_no_stored_entry() -> None:
+    """A configuration committed without any entry (bootstrap) is not judged for a quorum."""
+    boot = {"index": 1, "peers": ["n1", "n2", "n3"], "old_peers": None, "group": "g"}
+    audit = {
+        n: [{"kind": "config-committed", "node": n, "term": 1, "mono_ns": 1, **boot}]
+        for n in ("n1", "n2", "n3")
+    }
+    result = RaftChecker().check(CheckContext(audit=audit))
+    assert result.valid is True, result.anomalies
+    assert result.figures["checks"]["commit-quorum"] == 0
