@@ -47,6 +47,9 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+BATCHES = 64  # scheduler rounds per `_run_once` call
+
+
 class SimulationStalled(RuntimeError):  # noqa: N818 -- reads as what happened
     """Nothing is ready and no timer is set, yet the main task has not finished."""
 
@@ -175,36 +178,46 @@ class SimLoop(asyncio.BaseEventLoop):
         return timer
 
     def _run_once(self) -> None:
-        timers = self._timers
-        while timers and timers[0][2]._cancelled:
-            heapq.heappop(timers)[2]._scheduled = False  # type: ignore[attr-defined]
-        if not self._ready and timers:
-            # Nothing to do now: jump to the next timer.
-            self._now = max(self._now, timers[0][0])
-            if self._now > self.max_time:
-                raise SimulationTimeout(f"virtual time passed {self.max_time:.0f} s")
-        while timers and timers[0][0] <= self._now:
-            handle = heapq.heappop(timers)[2]
-            handle._scheduled = False  # type: ignore[attr-defined]
-            if not handle._cancelled:
-                self._ready.append(handle)
-        if not self._ready:
+        # Up to BATCHES rounds per call, not one: most rounds run a handle or
+        # two, and BaseEventLoop's per-call bookkeeping would cost more than
+        # they do. `_stopping` (set when the main task ends) is honoured
+        # after every round.
+        ready, timers = self._ready, self._timers
+        for _ in range(BATCHES):
+            while timers and timers[0][2]._cancelled:
+                heapq.heappop(timers)[2]._scheduled = False  # type: ignore[attr-defined]
+            if not ready:
+                if not timers:
+                    if self._stopping:
+                        return
+                    raise SimulationStalled(f"nothing left to run at t={self._now:.3f}s")
+                # Nothing to do now: jump to the next timer.
+                self._now = max(self._now, timers[0][0])
+                if self._now > self.max_time:
+                    raise SimulationTimeout(f"virtual time passed {self.max_time:.0f} s")
+            now = self._now
+            while timers and timers[0][0] <= now:
+                handle = heapq.heappop(timers)[2]
+                handle._scheduled = False  # type: ignore[attr-defined]
+                if not handle._cancelled:
+                    ready.append(handle)
+            count = len(ready)
+            self.handles_run += count
+            for _ in range(count):
+                job = ready.popleft()
+                if job._cancelled:
+                    continue
+                ctx = job._context  # type: ignore[attr-defined]
+                proc = ctx.get(CURRENT) if ctx is not None else None
+                if proc is not None:
+                    if not proc.alive:
+                        continue
+                    if proc.paused:
+                        proc.frozen.append(job)
+                        continue
+                job._run()
             if self._stopping:
                 return
-            raise SimulationStalled(f"nothing left to run at t={self._now:.3f}s")
-        for _ in range(len(self._ready)):
-            ready = self._ready.popleft()
-            if ready._cancelled:
-                continue
-            proc = _proc_of(ready)
-            if proc is not None:
-                if not proc.alive:
-                    continue
-                if proc.paused:
-                    proc.frozen.append(ready)
-                    continue
-            self.handles_run += 1
-            ready._run()
 
     def _write_to_self(self) -> None:
         """No self-pipe: nothing outside the loop ever wakes it."""
