@@ -95,3 +95,30 @@ def test_each_unconverged_end_state_is_flagged(kind: str) -> None:
 def test_no_audit_events_is_unknown() -> None:
     """Without audit logs convergence cannot be judged."""
     assert _check(None).valid == "unknown"
+
+
+@pytest.mark.parametrize(
+    ("n3_reports", "last_wall", "diverges"),
+    [
+        ([(3950, 95.0), (4000, 97.8)], 99.8, False),  # one report behind, group still written
+        ([(3900, 90.0), (3950, 95.0)], 99.8, True),  # two reports behind: not catching up
+        ([(3950, 95.0), (4000, 97.8)], 110.0, True),  # the furthest report is long past: quiet
+    ],
+)
+def test_a_group_written_to_the_end_may_be_one_report_behind(
+    n3_reports: list[tuple[int, float]], last_wall: float, diverges: bool
+) -> None:
+    """Sim sweep seed 18: the metastore's group takes writes until the logs are
+    collected; n3 had reported 4000 when n1 and n2 reported 4050."""
+    audit = _audit()
+    for n in NEW:
+        audit[n] = [e for e in audit[n] if e["kind"] != "applied"]
+    reports = {"n1": [(4000, 97.8), (4050, 99.7)], "n2": [(4000, 97.8), (4050, 99.7)],
+               "n4": n3_reports}  # fmt: skip
+    for node, seq in reports.items():
+        for index, wall in seq:
+            audit[node].append({"kind": "applied", "group": "part-0", "index": index,
+                                "digest": f"d{index}", "wall": wall, "node": node})  # fmt: skip
+    audit["n1"].append({"kind": "lease", "wall": last_wall, "node": "n1"})
+    kinds = {a.kind for a in _check(audit).anomalies}
+    assert ("replicas-diverge" in kinds) is diverges
