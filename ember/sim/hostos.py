@@ -18,7 +18,9 @@ the same lines.
   recovery code reads them as it always does; what the simulator adds is
   what a crash keeps. `fsync` / `fdatasync` record the file's size as
   durable (without paying for a real fsync); a rename carries the record to
-  the new name. `Disk.crash` then truncates every file of a killed node to
+  the new name. An fsync made in a thread (the node's WAL commit runs in
+  its executor) counts only when the thread's future completes
+  (`SimLoop.thread_effects`): a kill inside that window loses the round. `Disk.crash` then truncates every file of a killed node to
   its durable size, and with probability `tear_probability` keeps a seeded
   prefix of the unsynced tail instead (a torn last record), and deletes
   files never synced. The node's audit log and ember.log are the
@@ -66,17 +68,42 @@ class Disk:
     torn: int = 0  # crashes that left a torn tail somewhere
     lost_bytes: int = 0
 
+    # fsyncs made inside a (simulated) thread: durable once the thread's work completes
+    _staged: list[tuple[str, int]] | None = None
+
     def synced(self, fd: int) -> None:
         with contextlib.suppress(OSError):
             path = os.readlink(f"/proc/self/fd/{fd}")
             if os.path.isfile(path):
-                self.durable[path] = os.fstat(fd).st_size
+                size = os.fstat(fd).st_size
+                if self._staged is not None:
+                    self._staged.append((path, size))
+                else:
+                    self.durable[path] = size
 
     def renamed(self, src: Any, dst: Any) -> None:
         old, new = os.path.abspath(os.fsdecode(src)), os.path.abspath(os.fsdecode(dst))
-        size = self.durable.pop(os.path.realpath(old), self.durable.pop(old, None))
+        old_real, new_real = os.path.realpath(old), os.path.realpath(new)
+        size = self.durable.pop(old_real, self.durable.pop(old, None))
         if size is not None:
-            self.durable[os.path.realpath(new)] = size
+            self.durable[new_real] = size
+        if self._staged:
+            self._staged = [(new_real if p in (old, old_real) else p, n) for p, n in self._staged]
+
+    # SimLoop.thread_effects: a thread's fsyncs count when its future completes.
+
+    def begin(self) -> list[tuple[str, int]] | None:
+        outer, self._staged = self._staged, []
+        return outer
+
+    def end(self, outer: list[tuple[str, int]] | None) -> Callable[[], None]:
+        staged, self._staged = self._staged or [], outer
+
+        def make_durable() -> None:
+            for path, size in staged:
+                self.durable[path] = size
+
+        return make_durable
 
     def crash(self, root: Path) -> list[str]:
         """Cut every file under `root` back to what was durable; returns what changed."""
@@ -175,8 +202,10 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
     try:
         for mod, name, fn in patches:
             setattr(mod, name, fn)
+        loop.thread_effects = disk
         yield
     finally:
+        loop.thread_effects = None
         for mod, name, fn in saved:
             setattr(mod, name, fn)
 

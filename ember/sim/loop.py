@@ -42,7 +42,7 @@ import signal
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self._executor_delay = executor_delay_s
         self._rng = random.Random(f"{seed}:loop")
         self.wire = Wire(self, random.Random(f"{seed}:wire"))
+        self.thread_effects: ThreadEffects | None = None  # the simulated disk, when one is on
         self.set_exception_handler(_log_unless_dead)
 
     # -- clock -----------------------------------------------------------
@@ -233,14 +234,23 @@ class SimLoop(asyncio.BaseEventLoop):
     def run_in_executor(  # type: ignore[override]
         self, executor: Any, func: Callable[..., Any], *args: Any
     ) -> Any:
-        """Run `func` inline now; its future completes after a seeded short delay."""
+        """Run `func` inline now; its future completes after a seeded short delay.
+
+        What `func` made durable (`thread_effects`: the simulated disk's
+        fsyncs) counts only when the future completes: a process killed in
+        between loses it, as one killed while its thread was in fdatasync.
+        """
         fut = self.create_future()
+        effects = self.thread_effects
+        token = effects.begin() if effects is not None else None
         try:
             result = func(*args)
         except BaseException as exc:  # handed to the awaiting caller, as a thread would
-            self.call_later(self._thread_delay(), _set_exception, fut, exc)
+            done = effects.end(token) if effects is not None else _nothing
+            self.call_later(self._thread_delay(), _complete, fut, done, None, exc)
         else:
-            self.call_later(self._thread_delay(), _set_result, fut, result)
+            done = effects.end(token) if effects is not None else _nothing
+            self.call_later(self._thread_delay(), _complete, fut, done, result, None)
         return fut
 
     def _thread_delay(self) -> float:
@@ -295,14 +305,35 @@ class SimLoop(asyncio.BaseEventLoop):
         return proc is not None and proc.signal_handlers.pop(sig, None) is not None
 
 
-def _set_result(fut: asyncio.Future[Any], result: Any) -> None:
-    if not fut.done():
-        fut.set_result(result)
+class ThreadEffects(Protocol):
+    """What a thread's work leaves behind that only counts once it completes."""
+
+    def begin(self) -> Any:
+        """Start collecting; returns what `end` needs."""
+        ...
+
+    def end(self, token: Any) -> Callable[[], None]:
+        """Stop collecting; returns what makes the collected effects count."""
+        ...
 
 
-def _set_exception(fut: asyncio.Future[Any], exc: BaseException) -> None:
-    if not fut.done():
+def _nothing() -> None:
+    return None
+
+
+def _complete(
+    fut: asyncio.Future[Any],
+    effects: Callable[[], None],
+    result: Any,
+    exc: BaseException | None,
+) -> None:
+    effects()
+    if fut.done():
+        return
+    if exc is not None:
         fut.set_exception(exc)
+    else:
+        fut.set_result(result)
 
 
 def _log_unless_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

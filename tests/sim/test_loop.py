@@ -176,3 +176,36 @@ def test_the_clock_is_virtual_only_inside(tmp_path: Path) -> None:
         assert time.monotonic() == 0.0
         assert abs(time.time() - real) > 1000  # the simulation's own epoch
     assert abs(time.time() - real) < 60
+
+
+@pytest.mark.parametrize("killed_in_fsync", [True, False])
+def test_an_fsync_in_a_thread_counts_only_when_the_thread_completes(
+    tmp_path: Path, killed_in_fsync: bool
+) -> None:
+    """ember's WAL commit runs in its executor: a kill while it runs loses the round."""
+    wal = tmp_path / "wal"
+    loop = SimLoop(7)
+    disk = Disk(random.Random(1), tear_probability=0.0)
+
+    def commit() -> None:
+        fd = os.open(wal, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        os.write(fd, b"round")
+        os.fdatasync(fd)
+        os.close(fd)
+
+    async def node() -> None:
+        await asyncio.get_running_loop().run_in_executor(None, commit)
+
+    async def main() -> None:
+        proc = Proc("n1", loop.wire.add_host("n1", 1))
+        task = loop.spawn(proc, node())
+        if killed_in_fsync:
+            await asyncio.sleep(0)  # the thread ran, its future has not completed
+            loop.kill(proc)
+        else:
+            await task
+
+    with simulated_os(loop, disk, lambda proc, code: None):
+        run_simulation(loop, main())
+    disk.crash(tmp_path)
+    assert wal.exists() is not killed_in_fsync
