@@ -20,8 +20,9 @@ the same lines.
   durable (without paying for a real fsync); a rename carries the record to
   the new name. An fsync made in a thread (the node's WAL commit runs in
   its executor) counts only when the thread's future completes
-  (`SimLoop.thread_effects`): a kill inside that window loses the round. `Disk.crash` then truncates every file of a killed node to
-  its durable size, and with probability `tear_probability` keeps a seeded
+  (`SimLoop.thread_effects`): a kill inside that window loses the round.
+  `Disk.crash` then truncates every file of a killed node to its durable
+  size, and with probability `tear_probability` keeps a seeded
   prefix of the unsynced tail instead (a torn last record), and deletes
   files never synced. The node's audit log and ember.log are the
   observer's record, not state it recovers from: they are left whole.
