@@ -73,6 +73,10 @@ def unsupported(plan: plans.Plan) -> str | None:
     bad = [n for n in plan.nemesis if n not in FAULT_KINDS]
     if bad:
         return f"--backend sim has no nemesis {bad[0]!r} (known: {', '.join(FAULT_KINDS)})"
+    if plan.db_settings.get("unsafe_no_fsync"):
+        # The daemon's main() turns fsync off process-wide; the simulated disk
+        # decides durability itself, so the setting would be silently ignored.
+        return "--backend sim cannot honour the unsafe_no_fsync setting (the disk is simulated)"
     return None
 
 

@@ -129,3 +129,11 @@ def test_what_the_simulator_cannot_play_is_refused(tmp_path: Path) -> None:
     assert out.returncode == 2
     assert "--backend sim simulates ember only" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_setting_the_simulator_cannot_honour_is_refused(tmp_path: Path) -> None:
+    plan = plans.Plan(seed=1, backend="sim", db_settings={"unsafe_no_fsync": True})
+    outcome = run(plan, tmp_path, status=RunStatus())
+    assert outcome.exit_code == 2
+    assert outcome.error is not None
+    assert "cannot honour the unsafe_no_fsync setting" in outcome.error
