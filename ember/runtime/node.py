@@ -403,15 +403,15 @@ class NodeRuntime:
                 for msg in group.early_messages(rd):
                     self._send(msg)
                 self._record_applied(group, group.apply_entries(group.durable_committed(rd)))
-            commit = self._observed_commit(readies) if self.observers else self.store.commit
             started = time.perf_counter()
             await self._while_syncing(
-                asyncio.get_running_loop().run_in_executor(self._syncer, commit)
+                asyncio.get_running_loop().run_in_executor(self._syncer, self.store.commit)
             )
             self.sync_s += time.perf_counter() - started
             self.syncs += 1
-        elif self.observers:
-            self._tell_durable(readies)  # nothing of these Readies needed an fsync
+        for observer in self.observers:
+            for group, rd in readies:
+                observer.on_durable(self.id, group.id, rd)
         self._maybe_crash("after-persist")
         for group, rd in readies:
             for msg in rd.messages:
@@ -426,22 +426,6 @@ class NodeRuntime:
             for observer in self.observers:
                 observer.on_status(self.id, group.id, group.raw.status())
         self._maybe_crash("after-apply")
-
-    def _observed_commit(self, readies: list[tuple[Group, Ready]]) -> Callable[[], int]:
-        """`store.commit` that tells the observers the instant it returns: a node
-        killed while the fsync's completion is on its way has it on disk all the same."""
-
-        def commit() -> int:
-            done = self.store.commit()
-            self._tell_durable(readies)
-            return done
-
-        return commit
-
-    def _tell_durable(self, readies: list[tuple[Group, Ready]]) -> None:
-        for observer in self.observers:
-            for group, rd in readies:
-                observer.on_durable(self.id, group.id, rd)
 
     async def _while_syncing(self, sync: asyncio.Future[int]) -> None:
         """Keep the groups moving while the round's fsync runs; return when it is done.

@@ -3,11 +3,14 @@
 The node loop tells each registered `RaftObserver`, per node and group, what
 an omniscient checker needs and nothing else: a group started from its store
 (`on_start`), a Ready taken and about to be staged (`on_write`), that Ready
-made durable (`on_durable`, at the instant `NodeStorage.commit` returns),
-each entry applied to the state machine (`on_applied`) and the group's status
-after a round (`on_status`). The list is empty in the daemon, so the loop
-pays one emptiness test per round; the simulator installs its invariant
-checker here for a run (ember.sim.omniscient), as it taps the audit log.
+made durable (`on_durable`: the round's `NodeStorage.commit` has completed,
+and the Ready's messages are about to go out), each entry applied to the
+state machine (`on_applied`) and the group's status after a round
+(`on_status`). A node killed before its commit completes tells nothing more;
+its restart's `on_start` shows what its store kept. The list is empty in the
+daemon, so the loop pays one emptiness test per round; the simulator
+installs its invariant checker here for a run (ember.sim.omniscient), as it
+taps the audit log.
 
 An observer must not change what it is shown: the Ready and the entries are
 the node's own objects.
