@@ -11,6 +11,7 @@ from checkers.sim import SimInvariantsChecker
 from ember.raft import ConfState, Entry, HardState, PersistedState, Ready, Snapshot, SnapshotMeta
 from ember.raft import Status as RaftStatus
 from ember.raft.facade import Role
+from ember.raft.messages import RequestVoteResp
 from ember.runtime import NodeRuntime
 from ember.sim.__main__ import translate
 from ember.sim.omniscient import Omniscient
@@ -68,6 +69,23 @@ def test_a_stable_to_stable_change_breaks_the_config_chain() -> None:
     entry = Entry(index=1, term=1, kind="config", conf=ConfState(peers=("n1", "n4")))
     checker.on_write("n2", "g", _ready([entry]), _status("n2", "follower", 1))
     assert [v.prop for v in checker.violations] == ["config-chain"]
+
+
+def test_a_vote_granted_in_a_ready_that_also_moved_on_still_counts() -> None:
+    """election-quorum: a Ready can grant a vote and then take a higher term, hiding
+    the grant from its hard state; the granted reply counts (old sim seed 329)."""
+    checker = _checker()
+    grant = RequestVoteResp(group="g", src="n2", dst="n1", term=2, granted=True)
+    checker.on_write("n1", "g", _ready([], HardState(term=2, vote="n1")),
+                     _status("n1", "candidate", 2))  # fmt: skip
+    moved_on = Ready(messages=[grant], entries=[], hard_state=HardState(term=3), snapshot=None,
+                     committed_entries=[], events=[], change_results=[])  # fmt: skip
+    checker.on_write("n2", "g", moved_on, _status("n2", "follower", 3))
+    checker.on_status("n1", "g", _status("n1", "leader", 2))
+    assert checker.violations == []
+    assert checker.checks["election-quorum"] == 1
+    checker.on_status("n3", "g", _status("n3", "leader", 4))  # no votes recorded at all
+    assert [v.prop for v in checker.violations] == ["election-quorum"]
 
 
 def test_the_checkers_own_failure_is_kept_not_raised() -> None:
