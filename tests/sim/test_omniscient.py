@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+
+import pytest
 
 from checkers.api import CheckContext
 from checkers.compose import select
@@ -16,6 +19,7 @@ from ember.runtime import NodeRuntime
 from ember.sim.__main__ import translate
 from ember.sim.omniscient import Omniscient
 from harness import plan as plans
+from harness.cli import main as faultline
 from harness.progress import RunStatus
 from harness.runner import run
 
@@ -103,8 +107,11 @@ def test_the_sim_checker_is_selected_only_where_a_report_exists() -> None:
     assert "sim" in select(None, {}, has_audit=True, has_sim=True)
 
 
-def test_a_sim_run_reports_the_invariants_and_leaves_no_observer(tmp_path: Path) -> None:
-    """sim-invariants.json in the run dir, the `sim` verdict in results.json."""
+def test_a_sim_run_reports_the_invariants_and_leaves_no_observer(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """sim-invariants.json in the run dir, the `sim` verdict in results.json and
+    in `faultline check RUN_DIR`."""
     plan = plans.Plan(seed=2, backend="sim", time_limit_s=4.0, quiet_s=2.0,
                       workload=("register", "change-peers"), nemesis=("kill",))  # fmt: skip
     outcome = run(plan, tmp_path, status=RunStatus())
@@ -116,6 +123,9 @@ def test_a_sim_run_reports_the_invariants_and_leaves_no_observer(tmp_path: Path)
     results = json.loads((outcome.run.path / "results.json").read_text())
     assert results["checkers"]["sim"]["valid"] is True
     assert NodeRuntime.observers == []
+    capsys.readouterr()
+    assert faultline(["check", str(outcome.run.path), "--no-write"]) == 0
+    assert re.search(r"^  sim +valid", capsys.readouterr().out, re.MULTILINE)
 
 
 def test_python_m_ember_sim_is_faultline_run_backend_sim() -> None:
