@@ -3,13 +3,15 @@
 Each example is one `--backend sim` run of the real daemon (register traffic
 and membership changes under a subset of the nemesis); the omniscient
 checker (ember.sim.omniscient) watches every node's Readies as they happen
-and the `sim` checker judges its report, the raft checker the audit logs. A
-failure prints the plan, which `faultline replay` of its run dir repeats.
+and the `sim` checker judges its report, the raft checker the audit logs, the
+convergence checker that the replicas agree after the heal. A failure prints
+what was found and the `faultline replay` command of its run.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -44,12 +46,14 @@ def _explain(outcome: RunOutcome) -> str:
 
 
 def _assert_safe(plan: plans.Plan) -> RunOutcome:
-    with tempfile.TemporaryDirectory() as store:
-        outcome = _run(plan, Path(store))
-        checkers = outcome.result.checkers
-        assert checkers["sim"].valid is True, _explain(outcome)
-        assert checkers["raft"].valid is True, _explain(outcome)
-        return outcome
+    # Not a fixture's tmp_path (one per test, not per example); kept when it fails.
+    store = Path(tempfile.mkdtemp(prefix="faultline-sim-property-"))
+    outcome = _run(plan, store)
+    checkers = outcome.result.checkers
+    for name in ("sim", "raft", "convergence"):
+        assert checkers[name].valid is True, _explain(outcome)
+    shutil.rmtree(store)
+    return outcome
 
 
 @settings(max_examples=100, deadline=None)
@@ -57,7 +61,8 @@ def _assert_safe(plan: plans.Plan) -> RunOutcome:
 def test_small_clusters_keep_every_safety_property_under_faults_during_changes(
     plan: plans.Plan,
 ) -> None:
-    """3-4 nodes: no omniscient violation at any step, and the raft checker agrees."""
+    """3-4 nodes: no omniscient violation at any step, the raft checker agrees, and
+    the replicas converge after the heal."""
     outcome = _assert_safe(plan)
     changes = outcome.result.checkers["stats"].figures.get("membership", {})
     event(f"nemesis: {','.join(plan.nemesis)}")
