@@ -55,5 +55,6 @@ class SimInvariantsChecker:
         errors = report.get("errors") or []
         if errors and not anomalies:
             result.valid = UNKNOWN
-            result.error = f"the observer failed {len(errors)} time(s): {errors[0]}"
+            count = report.get("error_count", len(errors))
+            result.error = f"the observer failed {count} time(s): {errors[0]}"
         return result

@@ -121,7 +121,7 @@ def execute_sim(
     if invariants.violations or invariants.errors:
         counts = ", ".join(f"{p} x{n}" for p, n in sorted(invariants.counts.items()))
         notes.append(f"omniscient invariants: {counts or 'no violation'}; "
-                     f"{len(invariants.errors)} observer errors")  # fmt: skip
+                     f"{invariants.error_count} observer errors")  # fmt: skip
     notes += [f"node failed to start: {f}" for f in world.failures]
     return notes
 

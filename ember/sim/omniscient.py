@@ -141,7 +141,8 @@ class Omniscient:
         self.catchup_margin = catchup_margin
         self.violations: list[Violation] = []
         self.counts: dict[str, int] = {}
-        self.errors: list[str] = []
+        self.errors: list[str] = []  # the first few of the checker's own failures
+        self.error_count = 0
         self.checks = dict.fromkeys(SAFETY_PROPERTIES, 0)
         self.groups: dict[str, _Group] = {}
 
@@ -159,7 +160,8 @@ class Omniscient:
             "violations": [_as_dict(v) for v in self.violations],
             "violation_counts": dict(sorted(self.counts.items())),
             "checks": self.checks,
-            "errors": self.errors[:KEEP_PER_PROPERTY],
+            "errors": self.errors,
+            "error_count": self.error_count,
             "groups": sorted(self.groups),
         }
 
@@ -167,7 +169,9 @@ class Omniscient:
         try:
             fn(*args)
         except Exception as exc:  # the checker's own fault: kept, never raised into a node
-            self.errors.append(f"{fn.__name__}{args[:2]}: {type(exc).__name__}: {exc}")
+            self.error_count += 1
+            if len(self.errors) < KEEP_PER_PROPERTY:
+                self.errors.append(f"{fn.__name__}{args[:2]}: {type(exc).__name__}: {exc}")
 
     def _group(self, group: str) -> _Group:
         rec = self.groups.get(group)
