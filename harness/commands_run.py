@@ -269,5 +269,5 @@ def replay_verdict(original: Path, replayed: Path) -> str:
         return f"replay: byte-identical to {original} ({len(names)} files)"
     return (
         f"replay: DIFFERS from {original} in {', '.join(differ)} (a changed tree, "
-        "or a determinism bug: tests/sim/test_determinism.py)"
+        "or a determinism bug: tests/sim/test_whole_system.py)"
     )
