@@ -134,3 +134,20 @@ def test_python_m_ember_sim_is_faultline_run_backend_sim() -> None:
         "run", "--backend", "sim", "--seed", "3",
         "--db-setting", "planted_bugs=skip-joint,count-learners",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_writing_back_a_committed_entry_is_no_truncation(same: bool) -> None:
+    """Sim sweep seed 56: a follower back from a pause took the new leader's
+    append from the index it already held, writing (2954, 17) again before
+    (2955, 20); only a different entry at a committed index is a violation."""
+    checker = _checker()
+    e1, e2 = Entry(index=1, term=1, data=b"a"), Entry(index=2, term=1, data=b"b")
+    checker.on_write("n2", "g", _ready([e1, e2], HardState(term=1, vote="n1", commit=2)),
+                     _status("n2", "follower", 1))  # fmt: skip
+    checker.on_durable("n2", "g", _ready([e1, e2]))
+    again = e2 if same else Entry(index=2, term=2, data=b"x")
+    checker.on_write("n2", "g", _ready([again, Entry(index=3, term=2, data=b"c")]),
+                     _status("n2", "follower", 2))  # fmt: skip
+    truncated = [v for v in checker.violations if "truncated" in v.detail]
+    assert bool(truncated) is not same, checker.violations
