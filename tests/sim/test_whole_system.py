@@ -111,6 +111,8 @@ def test_replay_verdict_names_files_that_differ(tmp_path: Path) -> None:
         (3, 10.0, "a restarted node re-reports its metastore log: revisions went back"),
         (18, 60.0, "the metastore group was still written at collection: one report behind"),
         (75, 60.0, "a rebalance a cancel could not stop finished below the cancel's revision"),
+        (56, 60.0, "a follower back from a pause wrote back a committed entry it held"),
+        (67, 60.0, "the same write-back of a committed entry, early in the metastore group"),
     ],
 )
 def test_regression_seeds_stay_valid(tmp_path: Path, seed: int, time_limit: float,
