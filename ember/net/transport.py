@@ -95,7 +95,7 @@ class Transport:
         self._rng = rng
         self._peers: dict[NodeId, _Peer] = {}
         self._server: asyncio.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}  # ordered, unlike a set of tasks
         self._closing = False
         self.dropped_unknown = 0
         for peer_id, addr in peers.items():
@@ -246,9 +246,12 @@ class Transport:
 
     def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
         task = asyncio.create_task(coro, name=f"{self.node_id}: {name}")
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(self._forget_task)
         return task
+
+    def _forget_task(self, task: asyncio.Task[None]) -> None:
+        self._tasks.pop(task, None)
 
     async def _serve(
         self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
@@ -256,15 +259,18 @@ class Transport:
         """Run one established connection until either direction fails."""
         tune_socket(writer, self.config.user_timeout_ms)
         peer.stats.connects += 1
-        tasks = {
+        # A list, not a set: a set of tasks iterates in id() order, which differs
+        # from one process to the next, and the simulator replays byte for byte.
+        tasks = [
             self._spawn(self._read_loop(peer, reader), f"read {peer.id}"),
             self._spawn(self._write_loop(peer, writer), f"write {peer.id}"),
-        }
+        ]
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
             # Count and log before closing, so whoever sees the close sees the count.
-            for task in done:
-                self._note_link_end(peer, task.exception())
+            for task in tasks:
+                if task in done:
+                    self._note_link_end(peer, task.exception())
         finally:
             writer.close()
             for task in tasks:

@@ -43,7 +43,7 @@ class GroupListener:
         self.runtime = runtime
         self.meta = meta
         self.peers = peers
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks: dict[asyncio.Task[None], None] = {}  # ordered, unlike a set of tasks
         runtime.event_listeners.append(self.on_event)
 
     def on_event(self, group: str, event: dict[str, Any]) -> None:
@@ -66,8 +66,8 @@ class GroupListener:
             return
         msg.update(group=group, leader=self.runtime.id, term=event.get("term"))
         task = asyncio.get_running_loop().create_task(self._send(group, msg))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._tasks[task] = None
+        task.add_done_callback(lambda done: self._tasks.pop(done, None))
 
     def _still_leader(self, group: str, term: Any) -> bool:
         raw = self.runtime.groups[group].raw

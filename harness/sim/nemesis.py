@@ -97,17 +97,22 @@ class SimNemesis(NemesisWorker):
             url = urls[name] + "/admin/placement"
             return name, await self.sim_db.http_json(url, timeout_s=FETCH_TIMEOUT_S)
 
-        pending = {asyncio.ensure_future(ask(n)) for n in self.names}
+        # Kept in node order: a set of futures iterates (and so cancels) in id()
+        # order, which differs between processes and would break replays.
+        asks = [asyncio.ensure_future(ask(n)) for n in self.names]
         try:
-            while pending:
-                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-                for fut in sorted(done, key=lambda f: f.result()[0]):
-                    name, doc = fut.result()
-                    if doc is not None:
-                        return {name: doc}
+            while not all(a.done() for a in asks):
+                waiting = [a for a in asks if not a.done()]
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                for fut in asks:
+                    if fut.done() and not fut.cancelled():
+                        name, doc = fut.result()
+                        if doc is not None:
+                            return {name: doc}
         finally:
-            for fut in pending:
-                fut.cancel()
+            for fut in asks:
+                if not fut.done():
+                    fut.cancel()
         return {}
 
     # -- primitives ------------------------------------------------------------

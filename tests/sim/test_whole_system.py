@@ -70,14 +70,16 @@ def test_phase_aimed_faults_land_at_the_transition(tmp_path: Path) -> None:
 
 
 def test_a_seed_is_byte_identical_across_runs_and_hash_seeds(tmp_path: Path) -> None:
-    """Two processes with different PYTHONHASHSEED, then `faultline replay`."""
+    """Two processes with different PYTHONHASHSEED and store paths of different
+    lengths (anything iterated in id() order then differs), then `faultline replay`
+    into a third store."""
     dirs = []
     for hash_seed in ("1", "4242"):
-        store = tmp_path / f"h{hash_seed}"
+        store = tmp_path / (f"h{hash_seed}" + "-longer" * int(hash_seed == "4242") * 9)
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
         out = subprocess.run(
             [sys.executable, "-m", "harness.cli", "run", "--backend", "sim", "--seed", "11",
-             "--time-limit", "10", "--store", str(store), "--no-progress"],
+             "--time-limit", "20", "--store", str(store), "--no-progress"],
             cwd=ROOT, env=env, capture_output=True, text=True, check=False,
         )  # fmt: skip
         assert out.returncode in (0, 1), out.stderr[-2000:]
@@ -85,7 +87,16 @@ def test_a_seed_is_byte_identical_across_runs_and_hash_seeds(tmp_path: Path) -> 
                               if ln.startswith("store "))))  # fmt: skip
     assert _digest(dirs[0]) == _digest(dirs[1])
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "replay", str(dirs[0]), "--no-progress"],
+        [
+            sys.executable,
+            "-m",
+            "harness.cli",
+            "replay",
+            str(dirs[0]),
+            "--no-progress",
+            "--store",
+            str(tmp_path / "r"),
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,
