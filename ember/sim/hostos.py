@@ -30,6 +30,9 @@ the same lines.
   create or rename is not lost by a crash here).
 - **Exits.** `os._exit` (ember's `crash` failpoint) kills the calling
   process only: `on_exit` is told, and `ProcessExited` unwinds its stack.
+- **Other threads.** The patch is process-wide, but only the simulation's
+  thread sees it: any other thread (a library's, left running) keeps the
+  real clock, sleep and file calls.
 - **Descriptors.** Raw descriptors a process opens are remembered, so a
   crash closes them (releasing the store's lock) as the kernel would.
 """
@@ -39,6 +42,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -200,15 +204,33 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
         (os, "_exit", exit_process),
     ]
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
+    here = threading.get_ident()
     try:
-        for mod, name, fn in patches:
-            setattr(mod, name, fn)
+        for (mod, name, fn), (_, _, real) in zip(patches, saved, strict=True):
+            setattr(mod, name, _on_thread(here, fn, real))
         loop.thread_effects = disk
         yield
     finally:
         loop.thread_effects = None
         for mod, name, fn in saved:
             setattr(mod, name, fn)
+
+
+def _on_thread(
+    ident: int, fake: Callable[..., Any], real: Callable[..., Any]
+) -> Callable[..., Any]:
+    """`fake` on the simulation's thread, `real` on any other: the patch is
+    process-wide, and a thread some library left running (py4j's, say) must
+    keep the real clock and sleep."""
+
+    get_ident = threading.get_ident
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if get_ident() == ident:
+            return fake(*args, **kwargs)
+        return real(*args, **kwargs)
+
+    return call
 
 
 def close_descriptors(fds: set[int]) -> None:

@@ -209,3 +209,19 @@ def test_an_fsync_in_a_thread_counts_only_when_the_thread_completes(
         run_simulation(loop, main())
     disk.crash(tmp_path)
     assert wal.exists() is not killed_in_fsync
+
+
+def test_other_threads_keep_the_real_clock_and_sleep() -> None:
+    """A thread a library left running (py4j's in CI) must not sleep into SleepInSimulation."""
+    import threading
+    import time
+
+    loop = SimLoop(8)
+    seen: list[float] = []
+    with simulated_os(loop, Disk(random.Random(1)), lambda proc, code: None):
+        worker = threading.Thread(target=lambda: (time.sleep(0.001), seen.append(time.time())))
+        worker.start()
+        worker.join()
+        assert time.monotonic() == 0.0
+    assert seen
+    assert abs(seen[0] - time.time()) < 60
