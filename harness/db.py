@@ -174,6 +174,7 @@ CONTROL_PLANE_WORKLOADS = frozenset({"rebalance", "cancel-race", "metastore"})
 ZONE_PARTITIONS = 4
 FREE_PARTITIONS = 2
 SETTLE_POLL_S = 1.0
+ZONE_REFUSED = "could not create the zone: no node accepted POST /admin/zones/default"
 
 
 class EmberDB(ProcessDB):
@@ -222,19 +223,24 @@ class EmberDB(ProcessDB):
         if self.control_plane and "partitions" not in self.settings:
             self.partitions = ZONE_PARTITIONS + FREE_PARTITIONS
 
+    def zone_request(self, workloads: Sequence[str]) -> dict[str, Any] | None:
+        """The body of POST /admin/zones/default when a workload drives the zone, else None."""
+        if not self.control_plane or not {"rebalance", "cancel-race"} & set(workloads):
+            return None
+        parts = int(self.settings.get("zone_partitions", min(ZONE_PARTITIONS, self.partitions)))
+        return {"replicas": 3, "partitions": parts, "scale_down_s": 2.0}
+
     def setup(self, workloads: Sequence[str]) -> None:
         """After the first healthy: create the zone when a workload drives it."""
-        if not self.control_plane or not {"rebalance", "cancel-race"} & set(workloads):
+        body = self.zone_request(workloads)
+        if body is None:
             return
-        parts = int(self.settings.get("zone_partitions", min(ZONE_PARTITIONS, self.partitions)))
-        body = {"replicas": 3, "partitions": parts, "scale_down_s": 2.0}
-        for name, url in self.urls().items():
+        for url in self.urls().values():
             got = http_json(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
             if got is not None and isinstance(got.get("zone"), dict):
-                self.zone_partitions = parts
+                self.zone_partitions = int(body["partitions"])
                 return
-            del name
-        raise DBError("could not create the zone: no node accepted POST /admin/zones/default")
+        raise DBError(ZONE_REFUSED)
 
     def free_groups(self) -> list[str]:
         """The groups no zone can cover: the ones change-peers may move."""

@@ -26,7 +26,7 @@ import aiohttp
 from ember.server import _parser, build_config
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
-from harness.db import DBError, EmberDB, in_flight, not_healthy
+from harness.db import ZONE_REFUSED, DBError, EmberDB, in_flight, not_healthy
 from harness.store import RunDir
 from nemesis.fault import Fault
 
@@ -192,19 +192,16 @@ class SimEmberDB(EmberDB):
         return sorted(moving)
 
     async def setup_async(self, workloads: Sequence[str]) -> None:
-        """`EmberDB.setup`: the zone, created through any node that accepts it."""
-        if not self.control_plane or not {"rebalance", "cancel-race"} & set(workloads):
+        """`EmberDB.setup` over the simulated network."""
+        body = self.zone_request(workloads)
+        if body is None:
             return
-        from harness.db import ZONE_PARTITIONS
-
-        parts = int(self.settings.get("zone_partitions", min(ZONE_PARTITIONS, self.partitions)))
-        body = {"replicas": 3, "partitions": parts, "scale_down_s": 2.0}
         for url in self.urls().values():
             got = await self.http_json(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
             if got is not None and isinstance(got.get("zone"), dict):
-                self.zone_partitions = parts
+                self.zone_partitions = int(body["partitions"])
                 return
-        raise DBError("could not create the zone: no node accepted POST /admin/zones/default")
+        raise DBError(ZONE_REFUSED)
 
     def collect(self, control: Any, names: Sequence[str], run: RunDir) -> list[str]:
         """Copy each node's ember.log and events.jsonl into the run."""
