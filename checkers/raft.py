@@ -268,6 +268,16 @@ def _on_applied_conf(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[s
         st.previous = st.applied
     st.applied = conf_of(ev)
     st.applied_index = int(ev.get("index") or 0)
+    _knows_commit(st, ev)
+
+
+def _knows_commit(st: NodeGroup, ev: dict[str, Any]) -> None:
+    """The node's commit index as the event reports it (docs/events.md): a
+    restarted node reads it from its hard state and a snapshot carries it,
+    and neither emits the config-committed it learned before."""
+    commit = ev.get("commit")
+    if isinstance(commit, int) and not isinstance(commit, bool):
+        st.committed_index = max(st.committed_index, commit)
 
 
 def _on_change_stage(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
@@ -362,6 +372,7 @@ def _on_snapshot(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, 
     # A snapshot holds only committed state; its configuration arrives as the
     # config-applied the core emits with it.
     st.committed_index = max(st.committed_index, int(ev.get("index") or 0))
+    _knows_commit(st, ev)
     snaps = run.snapshots.setdefault(group, {})
     snaps[node] = max(snaps.get(node, 0), int(ev.get("index") or 0))
 

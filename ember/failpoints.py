@@ -47,6 +47,11 @@ KNOWN: dict[str, str] = {
     "before they commit, and reads from its uncommitted log",
     "raft.skip-catchup": "planted: a leader appends the joint entry without waiting for "
     "new peers to catch up",
+    "raft.ignore-vote-lease": "planted: a voter that heard from its leader within the "
+    "election timeout still adopts a candidate's term and may grant its vote",
+    "raft.skip-check-quorum": "planted: a leader that lost its quorum never steps down",
+    "raft.step-down-on-joint": "planted: a leader outside the new peers steps down when the "
+    "joint entry commits instead of the stable one",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

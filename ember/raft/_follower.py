@@ -45,7 +45,12 @@ def refresh_conf(n: RawNode) -> bool:
     stage = "joint" if conf.is_joint else "stable"
     fields = {"peers": sorted(conf.peers), "learners": sorted(conf.learners)}
     old = None if conf.old_peers is None else sorted(conf.old_peers)
-    n._emit("config-applied", index=index, stage=stage, token=token, old_peers=old, **fields)
+    # `commit`: whether this configuration is known committed here (index <=
+    # commit), which a restart or a snapshot otherwise never says again.
+    n._emit(
+        "config-applied", index=index, stage=stage, token=token, old_peers=old,
+        commit=n.log.committed, **fields,
+    )  # fmt: skip
     if n._transferee is not None and n._transferee not in quorum.voters(conf):
         n._transferee = None  # leadership can only go to a voter of the config in force
     return True
@@ -140,7 +145,7 @@ def handle_snapshot(n: RawNode, m: InstallSnapshot) -> None:
         n.log.restore(m.snapshot)
         n._base_conf, n._base_token = meta.conf, meta.conf_token
         refresh_conf(n)
-        n._emit("snapshot-installed", index=0, snap_term=0)
+        n._emit("snapshot-installed", index=0, snap_term=0, commit=n.log.committed)
     elif meta.index > n.log.committed:
         old_commit = n.log.committed
         if n.log.match_term(meta.index, meta.term):
@@ -151,7 +156,9 @@ def handle_snapshot(n: RawNode, m: InstallSnapshot) -> None:
             n.log.restore(m.snapshot)
             n._base_conf, n._base_token = meta.conf, meta.conf_token
             refresh_conf(n)
-            n._emit("snapshot-installed", index=meta.index, snap_term=meta.term)
+            n._emit(
+                "snapshot-installed", index=meta.index, snap_term=meta.term, commit=n.log.committed
+            )
         index = meta.index
     n._msgs.append(
         InstallSnapshotResp(

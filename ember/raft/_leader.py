@@ -47,7 +47,8 @@ def tick_leader(n: RawNode) -> None:
     if n._election_elapsed >= n.cfg.election_timeout_ticks:
         n._election_elapsed = 0
         n._transferee = None  # a transfer not done in one timeout is abandoned
-        if not has_active_quorum(n):
+        lost = not has_active_quorum(n)
+        if lost and "skip-check-quorum" not in n._bugs:  # PLANTED BUG if skipped
             n._become_follower(n.term, None, "lost-quorum")
             return
     mem.tick_change(n)

@@ -119,6 +119,9 @@ def advance_change(n: RawNode) -> None:
         maybe_finish_catchup(n)
     elif ctx is not None and ctx.entry_index <= n.log.committed:
         if ctx.stage is Stage.JOINT:
+            if "step-down-on-joint" in n._bugs and n.id not in n.conf.peers:  # PLANTED BUG
+                n._become_follower(n.term, None, "removed")
+                return
             ctx.fire(Event.JOINT_COMMITTED)
             emit_stage(n)
             append_config(n, ctx, confchange.leave_joint(n.conf))

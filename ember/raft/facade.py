@@ -26,6 +26,9 @@ PLANTED_BUGS = frozenset(
         "skip-catchup",
         "count-learners",
         "single-majority-joint",
+        "ignore-vote-lease",
+        "skip-check-quorum",
+        "step-down-on-joint",
     }
 )
 

@@ -142,9 +142,12 @@ class RawNode:
         if msg.group != self.group or msg.dst != self.id:
             return
         if msg.term > self.term:
-            if isinstance(msg, RequestVote) and not msg.force and self._in_lease():
-                self._emit("vote-ignored", candidate=msg.src, reason="leader-lease")
-                return
+            if isinstance(msg, RequestVote):
+                lease = not msg.force and self._in_lease()
+                if lease and "ignore-vote-lease" not in self._bugs:  # PLANTED BUG if not
+                    self._emit("vote-ignored", candidate=msg.src, reason="leader-lease")
+                    return
+                self._emit_vote_request(msg)
             is_leader_msg = isinstance(msg, AppendEntries | InstallSnapshot | TimeoutNow)
             self._become_follower(msg.term, msg.src if is_leader_msg else None, "higher-term")
         elif msg.term < self.term:
@@ -444,6 +447,18 @@ class RawNode:
 
     def _emit(self, kind: str, **fields: Any) -> None:
         self._events.append({"kind": kind, "group": self.group, "term": self.term, **fields})
+
+    def _emit_vote_request(self, msg: RequestVote) -> None:
+        # What the vote-lease rule (R10) needs: the lease as this node held it.
+        since = self._election_elapsed if self.leader is not None else None
+        self._emit(
+            "vote-request",
+            candidate=msg.src,
+            force=msg.force,
+            leader=self.leader,
+            since_leader_ticks=since,
+            lease_ticks=self.cfg.election_timeout_ticks,
+        )
 
     def _emit_config(self, kind: str, e: Entry) -> None:
         assert e.conf is not None

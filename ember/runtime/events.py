@@ -8,8 +8,8 @@ from ember.raft import ConfState
 from ember.runtime.group import Group
 
 
-def config_event(conf: ConfState, token: int, index: int, term: int) -> dict[str, Any]:
-    """`config-applied`: the configuration a group holds."""
+def config_event(conf: ConfState, token: int, index: int, term: int, commit: int) -> dict[str, Any]:
+    """`config-applied`: the configuration a group holds, and the commit index it knows."""
     return {
         "kind": "config-applied",
         "term": term,
@@ -19,6 +19,7 @@ def config_event(conf: ConfState, token: int, index: int, term: int) -> dict[str
         "old_peers": sorted(conf.old_peers) if conf.old_peers is not None else None,
         "learners": sorted(conf.learners),
         "token": token,
+        "commit": commit,
     }
 
 

@@ -71,7 +71,11 @@ from ember.storage import NodeStorage
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 # Failpoints that plant a core defect (RaftConfig.planted_bugs) in every group.
-PLANTED_RAFT_BUGS = {"raft.skip-catchup": "skip-catchup"}
+PLANTED_RAFT_BUGS = {
+    name: name.removeprefix("raft.")
+    for name in ("raft.skip-catchup", "raft.ignore-vote-lease", "raft.skip-check-quorum",
+                 "raft.step-down-on-joint")
+}  # fmt: skip
 
 
 class NodeStopping(Exception):  # noqa: N818 -- reads as the state it reports
@@ -165,7 +169,7 @@ class NodeRuntime:
             # The configuration this node starts with (docs/events.md).
             st = group.raw.status()
             if st.conf.peers:
-                event = config_event(st.conf, st.token, group.raw.conf_index, st.term)
+                event = config_event(st.conf, st.token, group.raw.conf_index, st.term, st.commit)
                 self.audit.record(event, group.id)
         await self.transport.start()
         self._tasks.append(asyncio.create_task(self._run(), name="node-loop"))

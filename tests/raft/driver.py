@@ -20,6 +20,7 @@ from ember.raft import (
     PersistedState,
     RaftConfig,
     RawNode,
+    Ready,
     Snapshot,
 )
 from ember.raft.describe import describe_message
@@ -104,24 +105,28 @@ class Net:
 
     def drain(self, node_id: str) -> None:
         """Run the Ready loop of one node until it has nothing more."""
-        node, disk = self.nodes[node_id], self.disks[node_id]
+        node = self.nodes[node_id]
         while node.has_ready():
-            rd = node.ready()
-            if rd.snapshot is not None:
-                disk.snapshot = rd.snapshot
-                disk.entries = []
-                disk.applied = []
-            if rd.entries:
-                first = rd.entries[0].index  # an existing index truncates from there
-                base = disk.entries[0].index if disk.entries else first
-                disk.entries = disk.entries[: max(first - base, 0)] + rd.entries
-            if rd.hard_state is not None:
-                disk.hard_state = rd.hard_state
-            self.queue.extend(rd.messages)
-            disk.applied.extend(rd.committed_entries)
-            self.events[node_id].extend(rd.events)
-            self.results.extend(rd.change_results)
-            node.advance(rd)
+            self.handle(node_id, node.ready())
+
+    def handle(self, node_id: str, rd: Ready) -> None:
+        """Persist, send and apply one Ready of `node_id`, then advance it."""
+        node, disk = self.nodes[node_id], self.disks[node_id]
+        if rd.snapshot is not None:
+            disk.snapshot = rd.snapshot
+            disk.entries = []
+            disk.applied = []
+        if rd.entries:
+            first = rd.entries[0].index  # an existing index truncates from there
+            base = disk.entries[0].index if disk.entries else first
+            disk.entries = disk.entries[: max(first - base, 0)] + rd.entries
+        if rd.hard_state is not None:
+            disk.hard_state = rd.hard_state
+        self.queue.extend(rd.messages)
+        disk.applied.extend(rd.committed_entries)
+        self.events[node_id].extend(rd.events)
+        self.results.extend(rd.change_results)
+        node.advance(rd)
 
     def drain_all(self) -> None:
         """Drain every node that is up."""
