@@ -23,7 +23,13 @@ in revision order, rebuilding each partition's keys, and checks:
   committed the stable configuration with exactly those peers (by `wall`
   time, when both events carry one);
 - a cancel is written only while pending was last written at the revision
-  the cancel names.
+  the cancel names;
+- stable switches only to pending's peers, or to a side of the cancel in
+  force (M1); the write that clears a cancel clears pending too (or moves
+  planned into it), and no cancel outlives its pending (M5).
+
+M2 (stable moves forward) and M7 (membership containment), which place
+writes in time against the groups' commits, are in checkers/membership.py.
 
 From `rebalance-request` / `cancel-request` events: a request applied by a
 primary is never older than its last seen revision, which never goes back;
@@ -41,6 +47,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from checkers.api import Anomaly
+from checkers.membership import check_containment, check_stable_order
 
 Audit = dict[str, list[dict[str, Any]]]
 PartitionKey = tuple[Any, Any]  # (zone, partition)
@@ -128,6 +135,8 @@ def check_assignments(audit: Audit) -> tuple[list[Anomaly], dict[str, Any]]:
         "partitions": len(parts),
         "writes": sum(len(p.written) for p in parts.values()),
         "requests": requests,
+        "stable-switches-placed": check_stable_order(audit, out),
+        "containment-checks": check_containment(audit, out),
     }
     return out, figures
 
@@ -190,6 +199,7 @@ class _Partition:
     def apply(self, ev: dict[str, Any]) -> None:
         """Checks one write against the state before it, then applies it."""
         keys = {_short(k): v for k, v in ev["keys"].items()}
+        had_cancel = bool(self.state.get("cancel"))
         self.written.append(ev["revision"])
         for key, change in keys.items():
             if isinstance(change, dict):
@@ -206,6 +216,28 @@ class _Partition:
                 self.target = peers_of(new.get("old"))
         if peers_of(self.state.get("planned")) and not peers_of(self.state.get("pending")):
             self.flag("planned-without-pending", "planned is set but pending is empty", ev)
+        self._check_cleared_together(ev, had_cancel)
+
+    def _targets_now(self) -> set[tuple[str, ...]]:
+        """What stable may switch to now (M1): pending's peers, or either side of
+        a cancel (reverted: old; cannot-cancel: new)."""
+        out = {peers_of(self.state.get("pending"))}
+        cancel = self.state.get("cancel")
+        if isinstance(cancel, dict):
+            out |= {peers_of(cancel.get("old")), peers_of(cancel.get("new"))}
+        return {t for t in out if t is not None}
+
+    def _check_cleared_together(self, ev: dict[str, Any], had_cancel: bool) -> None:
+        """M5: the write that clears a cancel clears (or replaces) pending with it,
+        and a cancel never outlives its pending."""
+        keys = {_short(k) for k in ev["keys"]}
+        cancel_now = bool(self.state.get("cancel"))
+        if had_cancel and not cancel_now and "pending" not in keys:
+            self.flag("cancel-cleared-alone", "cancel cleared without pending in the same "
+                      "revision", ev)  # fmt: skip
+        elif cancel_now and not peers_of(self.state.get("pending")):
+            self.flag("cancel-cleared-alone", "pending cleared while the cancel naming it "
+                      "stays", ev)  # fmt: skip
 
     def flag(self, kind: str, message: str, ev: dict[str, Any]) -> None:
         _flag(self.out, kind, f"{self.where} at revision {ev['revision']}: {message}", ev)
@@ -224,6 +256,10 @@ class _Partition:
             if not _committed_before(self.commits.get(group, []), target, ev.get("wall")):
                 self.flag("stable-before-commit", f"stable set to {list(target)} before "
                           f"{group} committed that configuration", ev)  # fmt: skip
+            if target not in self._targets_now():
+                self.flag("stable-not-pending", f"stable set to {list(target)} while pending "
+                          f"was {self.state.get('pending')!r} and cancel "
+                          f"{self.state.get('cancel')!r}", ev)  # fmt: skip
         if key == "cancel" and isinstance(new, dict) and "pending_revision" in new:
             named, actual = new["pending_revision"], self.written_at.get("pending")
             if named != actual:

@@ -9,6 +9,7 @@ is the order the node emitted them.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,9 @@ import msgspec
 from checkers.history import HistoryError
 
 _DECODER = msgspec.json.Decoder(dict[str, Any])
+NS_PER_S = 1_000_000_000
+UNIX_2001 = 1e9  # a `wall` above this is Unix time (or the simulator's virtual Unix clock)
+TIMELINE_FILE = "timeline.json"
 
 
 def read_events(path: str | os.PathLike[str], node: str | None = None) -> list[dict[str, Any]]:
@@ -65,3 +69,35 @@ def by_group(audit: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str,
             if isinstance(group, str):
                 groups.setdefault(group, []).append(ev)
     return groups
+
+
+def load_timeline(run_dir: str | os.PathLike[str]) -> float | None:
+    """The Unix time of the history's zero from the run's timeline.json (the
+    harness writes it as the workload starts); None without a readable one."""
+    try:
+        doc = msgspec.json.decode((Path(run_dir) / TIMELINE_FILE).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    zero = doc.get("history_zero_wall") if isinstance(doc, dict) else None
+    return float(zero) if isinstance(zero, int | float) and not isinstance(zero, bool) else None
+
+
+def history_clock(
+    zero_wall: float | None, audit: dict[str, list[dict[str, Any]]]
+) -> Callable[[dict[str, Any]], int] | None:
+    """The one function placing an audit event on the history's clock (ns since
+    the history's zero), from its `wall`; None where it cannot: no anchor, or
+    nodes' walls that are not Unix time."""
+    walls = [ev["wall"] for evs in audit.values() for ev in evs[:1] if "wall" in ev]
+    unix = bool(walls) and all(isinstance(w, int | float) and w > UNIX_2001 for w in walls)
+    if zero_wall is None or not unix:
+        return None
+    origin = zero_wall
+
+    def by_wall(ev: dict[str, Any]) -> int:
+        wall = ev.get("wall")
+        if not isinstance(wall, int | float):
+            return int(ev.get("mono_ns") or 0)
+        return max(0, int((wall - origin) * NS_PER_S))
+
+    return by_wall

@@ -19,6 +19,10 @@ Otherwise, from the nodes' audit events (each node's last word per group):
 - the group's voters agree on their last `applied` (index, digest); and at
   any index two nodes both reported, their digests agree.
 
+Stability (L2: no role or term change among the final voters in the last
+half of the quiet period) and availability (L3: the quiet period's client
+operations are answered within a bound) are in checkers/quiet.py.
+
 A run without audit events is `unknown`: nothing here can be judged.
 """
 
@@ -28,6 +32,7 @@ from typing import Any
 
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import peers_of, replay_partitions
+from checkers.quiet import check_availability, check_stability
 from checkers.stats import change_windows, fault_windows
 
 DEFAULT_QUIET_S = 5.0
@@ -64,9 +69,15 @@ class ConvergenceChecker:
         groups = group_ends(ctx.audit, out)
         walls = [ev.get("wall") for evs in ctx.audit.values() for ev in evs[-1:]]
         audit_end = max((w for w in walls if isinstance(w, int | float)), default=0.0)
+        voters: dict[str, set[str]] = {}
         for group in sorted(groups):
-            self._group(group, groups[group], stable, out, audit_end)
-        return verdict(self.name, out, groups=len(groups), partitions=len(stable))
+            final = self._group(group, groups[group], stable, out, audit_end)
+            if final is not None:
+                voters[group] = final
+        judged = check_stability(ctx, voters, last_end, quiet_s, out)
+        figures = check_availability(ctx, last_end, out)
+        return verdict(self.name, out, groups=len(groups), partitions=len(stable),
+                       **{"stability-groups": judged}, **figures)  # fmt: skip
 
     @staticmethod
     def _assignments(audit: Any, out: list[Anomaly]) -> dict[str, tuple[str, ...] | None]:
@@ -98,7 +109,8 @@ class ConvergenceChecker:
         stable: dict[str, tuple[str, ...] | None],
         out: list[Anomaly],
         audit_end: float = 0.0,
-    ) -> None:
+    ) -> set[str] | None:
+        """Judges one group's end; returns its final voters (None without one leader)."""
         # A node is leader at the end if its last role says so and it has seen
         # no later term since: a leader that crashed (a restart emits no role)
         # or was cut off then heard of a newer term is a follower now.
@@ -117,7 +129,7 @@ class ConvergenceChecker:
                 "leader-count",
                 f"{group} ends with {len(leaders)} leaders in term {top}: {leaders}",
             )
-            return
+            return None
         leader = leaders[0]
         leader_conf = end.conf.get(leader, {})
         voters = peers_of(leader_conf.get("peers"))
@@ -156,10 +168,13 @@ class ConvergenceChecker:
             )
         # A voter with no digest while others have one has not caught up.
         last = {n: _state(end.applied.get(n)) for n in voters or ()}
-        if any(v != (None, None) for v in last.values()) and len(set(last.values())) > 1:
-            if _still_written(end, voters or (), audit_end):
-                return  # caught mid-stream; equal digests at equal indexes are checked above
+        differ = any(v != (None, None) for v in last.values()) and len(set(last.values())) > 1
+        # Caught mid-stream (still written) is no divergence: equal digests at
+        # equal indexes are checked as they are reported.
+        if differ and not _still_written(end, voters or (), audit_end):
             _flag(out, "replicas-diverge", f"{group} voters end at different states: {last}")
+        old = peers_of(leader_conf.get("old_peers"))
+        return set(voters or ()) | set(old or ())
 
 
 def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[str, ...]]]:

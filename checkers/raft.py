@@ -33,6 +33,11 @@ committed configuration at each (group, index). The invariants:
   where no configuration entry was appended) is the newest one committed at
   or before that index.
 
+The leadership rules (R2 transfers, R10 vote lease, R12 removal) are in
+checkers/raft_leadership.py, R11 (check quorum, from the history's
+partitions) in checkers/raft_quorum.py; every anomaly kind's catalog rule is in
+checkers/catalog.py.
+
 A node's starting configuration is taken from its first `change-stage`
 (catching-up) when the core reported none; a node that names another node
 as leader (or reports `started`) is a follower again, since a restart emits
@@ -44,8 +49,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from checkers import raft_leadership as lead
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
-from checkers.raft_conf import Conf, NodeGroup, conf_of, describe, transition_error
+from checkers.raft_conf import (
+    Conf,
+    NodeGroup,
+    conf_of,
+    describe,
+    has_majority,
+    transition_error,
+)
+from checkers.raft_quorum import check_quorum_loss
 
 
 class RaftChecker:
@@ -57,16 +71,17 @@ class RaftChecker:
         """Replays every node's audit events; unknown when there are none."""
         if not ctx.audit:
             return CheckerResult(name=self.name, valid=UNKNOWN, error="no audit events")
-        run = _Run()
+        run = Run()
         for node in sorted(ctx.audit):
             run.replay(node, ctx.audit[node])
         run.check_committed_sequence()
         run.check_restored_configs()
         run.check_commit_quorums(set(ctx.audit))
-        return verdict(self.name, run.anomalies, **run.figures())
+        timing = check_quorum_loss(ctx, run.flag)
+        return verdict(self.name, run.anomalies, **run.figures(), **timing)
 
 
-class _Run:
+class Run:
     def __init__(self) -> None:
         self.anomalies: list[Anomaly] = []
         self._seen: set[tuple[str, str, Any]] = set()
@@ -78,7 +93,10 @@ class _Run:
         self.stored: dict[tuple[str, int], dict[Conf, set[str]]] = {}
         self.snapshots: dict[str, dict[str, int]] = {}
         self.applied: list[dict[str, Any]] = []  # every config-applied, for the end check
-        self.checked = {"leader-voter": 0, "transition": 0, "joint-catchup": 0, "commit-quorum": 0}
+        self.checked = dict.fromkeys(
+            ("leader-voter", "transition", "joint-catchup", "commit-quorum", "vote-lease",
+             "transfer-voter", "removed-step-down"), 0,
+        )  # fmt: skip
 
     def flag(self, kind: str, key: Any, message: str, *events: dict[str, Any]) -> None:
         group = str(events[0].get("group")) if events else ""
@@ -159,14 +177,13 @@ class _Run:
             holders = self.stored.get((group, index), {}).get(conf, set())
             holders = holders | {n for n, at in snaps.items() if at >= index}
             self.checked["commit-quorum"] += 1
-            for voters in [peers] if old is None else [peers, old]:
-                have = sorted(holders & set(voters))
-                if len(have) <= len(voters) // 2:
+            for members in [peers] if old is None else [peers, old]:
+                if not has_majority(members, holders):
                     self.flag(
                         "commit-without-quorum",
                         index,
-                        f"{group} committed {describe(conf)} at {index}, but only {have} "
-                        f"of {list(voters)} ever stored it",
+                        f"{group} committed {describe(conf)} at {index}, but only "
+                        f"{sorted(holders & set(members))} of {list(members)} ever stored it",
                         ev,
                     )
                     break
@@ -185,6 +202,8 @@ class _Run:
             if st.must_step_down is not None and kind not in _SAME_COMMIT:
                 _stayed(self, node, group, st.must_step_down, f"then emitted {kind} as leader")
                 st.must_step_down = None
+            if st.timeout_now is not None and kind not in ("term", "role"):
+                st.timeout_now = None  # it did not campaign on it
             handler = _HANDLERS.get(kind)
             if handler is not None:
                 handler(self, node, group, st, ev)
@@ -193,9 +212,11 @@ class _Run:
                 _stayed(self, node, group, st.must_step_down, "never stepped down")
 
 
-def _on_role(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_role(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     st.role = str(ev.get("role"))
     st.term = int(ev.get("term") or st.term)
+    if st.role == "candidate":
+        lead.on_candidate(run, node, group, st, ev)
     if st.role != "leader":
         st.must_step_down = None
         return
@@ -215,8 +236,7 @@ def _on_role(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]
         # The core lets a node campaign as a voter of the previous
         # configuration while the entry that removed it is uncommitted
         # (RawNode._is_promotable): otherwise a group can deadlock.
-        prev = st.previous if st.applied_index > st.committed_index else None
-        if node not in _voters(conf) and (prev is None or node not in _voters(prev)):
+        if not lead.may_campaign(node, st):
             run.flag(
                 "leader-not-voter",
                 (node, st.term),
@@ -225,14 +245,16 @@ def _on_role(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]
             )
 
 
-def _on_step_down(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_step_down(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+    if ev.get("reason") == "removed":
+        lead.on_removed_step_down(run, node, group, st, ev)
     if st.must_step_down is not None and ev.get("reason") != "removed":
         _stayed(run, node, group, st.must_step_down, f"stepped down only for {ev.get('reason')}")
     st.role = "follower"
     st.must_step_down = None
 
 
-def _stayed(run: _Run, node: str, group: str, ev: dict[str, Any], why: str) -> None:
+def _stayed(run: Run, node: str, group: str, ev: dict[str, Any], why: str) -> None:
     run.flag(
         "removed-leader-stayed",
         (node, ev.get("index")),
@@ -241,7 +263,7 @@ def _stayed(run: _Run, node: str, group: str, ev: dict[str, Any], why: str) -> N
     )
 
 
-def _on_leader(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_leader(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     # A node that names another leader is not the leader, whatever its last
     # role event said: a restarted node starts as a follower silently.
     if ev.get("leader") != node:
@@ -249,16 +271,12 @@ def _on_leader(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, An
         st.must_step_down = None
 
 
-def _on_started(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_started(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     st.role = "follower"
     st.must_step_down = None
 
 
-def _voters(conf: Conf) -> set[str]:
-    return set(conf[0]) | set(conf[1] or ())
-
-
-def _on_applied_conf(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_applied_conf(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     run.applied.append(ev)
     # The configuration in force is the last configuration entry of the
     # node's log (or its snapshot's, at the snapshot's index, which covers
@@ -280,7 +298,7 @@ def _knows_commit(st: NodeGroup, ev: dict[str, Any]) -> None:
         st.committed_index = max(st.committed_index, commit)
 
 
-def _on_change_stage(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_change_stage(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     if ev.get("stage") in ("catching-up", "none"):
         st.caught_up = set()
     if ev.get("stage") == "catching-up" and st.applied is None and ev.get("old_peers"):
@@ -289,7 +307,7 @@ def _on_change_stage(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[s
         st.applied = conf_of({"peers": ev["old_peers"]})
 
 
-def _on_catchup_done(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_catchup_done(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     peer = str(ev.get("peer"))
     margin = st.margins.get(peer)
     lag = int(ev.get("leader_last") or 0) - int(ev.get("match") or 0)
@@ -304,7 +322,7 @@ def _on_catchup_done(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[s
     st.caught_up.add(peer)
 
 
-def _on_appended(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_appended(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     run.appended.add((group, int(ev["index"])))
     _stored(run, node, group, ev)
     # Only a leader's appends are judged here: a follower's log may still hold
@@ -345,13 +363,13 @@ def _on_appended(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, 
             )
 
 
-def _stored(run: _Run, node: str, group: str, ev: dict[str, Any]) -> None:
+def _stored(run: Run, node: str, group: str, ev: dict[str, Any]) -> None:
     run.stored.setdefault((group, int(ev.get("index") or 0)), {}).setdefault(
         conf_of(ev), set()
     ).add(node)
 
 
-def _on_committed(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_committed(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     index, conf = int(ev["index"]), conf_of(ev)
     st.committed_index = max(st.committed_index, index)
     _stored(run, node, group, ev)  # the core reports commits from the node's own log
@@ -368,7 +386,7 @@ def _on_committed(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str,
         st.must_step_down = ev
 
 
-def _on_snapshot(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_snapshot(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     # A snapshot holds only committed state; its configuration arrives as the
     # config-applied the core emits with it.
     st.committed_index = max(st.committed_index, int(ev.get("index") or 0))
@@ -377,7 +395,7 @@ def _on_snapshot(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, 
     snaps[node] = max(snaps.get(node, 0), int(ev.get("index") or 0))
 
 
-def _on_catchup_start(run: _Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
+def _on_catchup_start(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     peer = str(ev.get("peer"))
     st.caught_up.discard(peer)
     if isinstance(ev.get("margin"), int):
@@ -402,4 +420,7 @@ _HANDLERS = {
     "catchup-start": _on_catchup_start,
     "catchup-done": _on_catchup_done,
     "snapshot-installed": _on_snapshot,
+    "vote-request": lead.on_vote_request,
+    "timeout-now-sent": lead.on_timeout_now_sent,
+    "timeout-now-received": lead.on_timeout_now_received,
 }

@@ -20,6 +20,17 @@ def conf_of(ev: dict[str, Any]) -> Conf:
     return tuple(sorted(ev.get("peers") or ())), (None if old is None else tuple(sorted(old)))
 
 
+def voters(conf: Conf) -> set[str]:
+    """Every voter of `conf`: its peers, and its old peers while joint."""
+    return set(conf[0]) | set(conf[1] or ())
+
+
+def has_majority(members: tuple[str, ...] | list[str], holders: set[str]) -> bool:
+    """Whether more than half of `members` are in `holders` (R5's quorum test,
+    shared with the simulator's omniscient checker)."""
+    return sum(1 for n in members if n in holders) * 2 > len(members)
+
+
 def describe(conf: Conf) -> str:
     peers, old = conf
     return f"stable{list(peers)}" if old is None else f"joint{list(peers)}<-{list(old)}"
@@ -51,3 +62,4 @@ class NodeGroup(msgspec.Struct):
     caught_up: set[str] = msgspec.field(default_factory=set)
     margins: dict[str, int] = msgspec.field(default_factory=dict)
     must_step_down: dict[str, Any] | None = None
+    timeout_now: dict[str, Any] | None = None  # a TimeoutNow the next campaign acts on

@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 
 from checkers.api import CheckerResult
+from checkers.audit import load_timeline
 from checkers.compose import Result, check, load_run, write_results
 from checkers.sim import load_sim_report
 from harness import plan as plans
@@ -284,7 +285,9 @@ def _failpoints(
 def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:
     """Run the checkers on the store's files and write results.json."""
     plan_doc, history, audit, _ = load_run(run.path)
-    result = check(plan_doc, history, audit=audit, sim=load_sim_report(run.path))
+    # The anchor of the audit events on the history's clock (the time rules).
+    options = {"history_zero_wall": load_timeline(run.path)}
+    result = check(plan_doc, history, options, audit=audit, sim=load_sim_report(run.path))
     result.reasons.extend(f"note: {n}" for n in notes)
     write_results(result, run.path)
     return result

@@ -25,12 +25,12 @@ from typing import Any
 import msgspec
 
 from checkers import compose
+from checkers.audit import history_clock, load_timeline
 from checkers.history import Event, Operation, pair
 from checkers.stats import MEMBERSHIP_FS, change_windows, fault_windows
 from harness.store import RunDir
 
 NS_PER_S = 1_000_000_000
-_UNIX_2001 = 1e9  # a `wall` above this is Unix time, not a virtual clock
 
 
 class ReportError(ValueError):
@@ -106,32 +106,17 @@ def history_zero_wall(run: RunDir) -> float | None:
     """The Unix time of the history's zero: timeline.json's anchor (the harness
     wrote it as the workload started), else the run dir's stamp (older runs:
     setup time before the workload shifts every audit event by that much)."""
-    try:
-        doc = msgspec.json.decode(run.timeline.read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return run_start_wall(run)
-    zero = doc.get("history_zero_wall") if isinstance(doc, dict) else None
-    return float(zero) if isinstance(zero, int | float) else run_start_wall(run)
+    zero = load_timeline(run.path)
+    return zero if zero is not None else run_start_wall(run)
 
 
 def audit_clock(
     run: RunDir, audit: dict[str, list[dict[str, Any]]]
 ) -> Callable[[dict[str, Any]], int]:
-    """A function placing an audit event on the history's clock (module doc)."""
-    start = history_zero_wall(run)
-    walls = [ev["wall"] for evs in audit.values() for ev in evs[:1] if "wall" in ev]
-    unix = walls and all(isinstance(w, int | float) and w > _UNIX_2001 for w in walls)
-    if start is not None and unix:
-        origin = start
-
-        def by_wall(ev: dict[str, Any]) -> int:
-            wall = ev.get("wall")
-            if not isinstance(wall, int | float):
-                return int(ev.get("mono_ns") or 0)
-            return max(0, int((wall - origin) * NS_PER_S))
-
-        return by_wall
-    return lambda ev: int(ev.get("mono_ns") or 0)
+    """A function placing an audit event on the history's clock (module doc):
+    checkers.audit.history_clock, else the node's own monotonic clock."""
+    by_wall = history_clock(history_zero_wall(run), audit)
+    return by_wall if by_wall is not None else (lambda ev: int(ev.get("mono_ns") or 0))
 
 
 def anomaly_times(data: RunData) -> list[tuple[int, str]]:

@@ -25,7 +25,12 @@ a global record no single node has:
   been within the catch-up margin while the leader waited (or is now); a
   leader's commit point must be durable on a majority of its configuration
   (both majorities while joint; learners never count) and every joint entry
-  on a majority of each side.
+  on a majority of each side;
+- after every Ready a node's configuration in force (and token) is its
+  log's last configuration entry, or its snapshot's: applied on append,
+  rolled back when truncated, restored exactly after a restart or install;
+- a leader starts a change (its stage leaves `none` within its term) only
+  once an entry of its own term is committed.
 
 Each node's replica is two `LogView`s (written / durable), reset to what the
 store read back whenever the node starts, so a crash loses exactly what the
@@ -60,6 +65,8 @@ SAFETY_PROPERTIES: tuple[str, ...] = (
     "quorum-commit",
     "joint-both-majorities",
     "catchup-margin",
+    "config-in-force",
+    "change-before-term-commit",
 )
 KEEP_PER_PROPERTY = 20  # a systematic defect repeats: keep the first few, count all
 
@@ -270,7 +277,12 @@ class Omniscient:
         for entry in rd.entries:
             if entry.index > log.snap_index:
                 self._check_entry(rec, node, log, entry)
+        self._check_config_in_force(rec, node, log, status)
         before = rep.status
+        if (before is not None and before.role == "leader" and status.role == "leader"
+                and before.term == status.term and before.stage == "none"
+                and status.stage != "none"):  # fmt: skip
+            self._check_change_start(rec, node, log, status)
         # Only a node that already led this term before the Ready advanced its
         # commit by counting; one elected since may have learned it.
         was_leader = (before is not None and before.role == "leader"
@@ -404,6 +416,26 @@ class Omniscient:
                 return
 
     # -- configuration rules ------------------------------------------------------------
+
+    def _check_config_in_force(self, rec: _Group, node: str, log: LogView, status: Status) -> None:
+        """The configuration in force is the one the log (or snapshot) ends with."""
+        _, conf, token = log.conf_before(log.last_index + 1)
+        if conf is None:
+            return  # a joining node with nothing yet
+        self.checks["config-in-force"] += 1
+        if conf != status.conf or token != status.token:
+            self._fail("config-in-force", node, rec,
+                       f"in force {describe_conf(status.conf)} token {status.token}, but its "
+                       f"log ends with {describe_conf(conf)} token {token}")  # fmt: skip
+
+    def _check_change_start(self, rec: _Group, node: str, log: LogView, status: Status) -> None:
+        """A change starts only after an entry of the leader's term committed."""
+        self.checks["change-before-term-commit"] += 1
+        term = log.term_at(status.commit)
+        if term is not None and term != status.term:
+            self._fail("change-before-term-commit", node, rec,
+                       f"leader of term {status.term} started a change ({status.stage}) with "
+                       f"commit {status.commit} of term {term}")  # fmt: skip
 
     def _check_leader_config_append(
         self, rec: _Group, node: str, log: LogView, entry: Entry, commit: int

@@ -1,11 +1,17 @@
 """Pure rules the invariant checker applies: quorums, the configuration chain,
 log agreement. No state: each takes what it judges and returns a verdict.
+
+The quorum test and the configuration chain are the raft audit checker's own
+(checkers/raft_conf.py): one implementation of R5's majority and R6's chain
+for both, the simulator applying them to every log, the audit checker to
+what events show.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
+from checkers.raft_conf import Conf, has_majority, transition_error
 from ember.raft import ConfState, Entry, Snapshot
 
 
@@ -24,11 +30,6 @@ class Log(Protocol):
     def term_at(self, index: int) -> int | None: ...
 
 
-def has_majority(nodes: tuple[str, ...], holders: set[str]) -> bool:
-    """Whether more than half of `nodes` are in `holders`."""
-    return sum(1 for n in nodes if n in holders) * 2 > len(nodes)
-
-
 def is_quorum(conf: ConfState, holders: set[str]) -> bool:
     """A majority of the voters, and of the old voters while joint; no learners."""
     if not has_majority(conf.peers, holders):
@@ -39,26 +40,19 @@ def is_quorum(conf: ConfState, holders: set[str]) -> bool:
 def chain_error(prev: ConfState, conf: ConfState, index: int) -> str | None:
     """Why `conf` at `index` may not follow `prev`, or None if it may.
 
-    stable(C) -> joint(new, old=C) -> stable(new); learners may change at any
-    step, and a joint entry may keep the same voters (a learner-only change).
+    The raft audit checker's rule (checkers.raft_conf.transition_error), on
+    the voters: stable(C) -> joint(new, old=C) -> stable(new), or the
+    configuration in force again; learners may change at any step.
     """
-    if prev.is_joint:
-        if conf.is_joint or conf.peers != prev.peers:
-            return (
-                f"after joint {describe_conf(prev)} comes {describe_conf(conf)} at {index}; "
-                "expected stable(new)"
-            )
-    elif conf.is_joint:
-        if conf.old_peers != prev.peers:
-            return (
-                f"joint {describe_conf(conf)} at {index} does not start from {describe_conf(prev)}"
-            )
-    elif conf.peers != prev.peers:
-        return (
-            f"stable {describe_conf(prev)} -> stable {describe_conf(conf)} at {index}: "
-            "no joint stage"
-        )
-    return None
+    problem = transition_error(_voter_sets(prev), _voter_sets(conf))
+    if problem is None:
+        return None
+    return f"{problem}: {describe_conf(prev)} then {describe_conf(conf)} at {index}"
+
+
+def _voter_sets(conf: ConfState) -> Conf:
+    old = None if conf.old_peers is None else tuple(sorted(conf.old_peers))
+    return tuple(sorted(conf.peers)), old
 
 
 def match_index(peer: Log, leader: Log, upto: int) -> int:

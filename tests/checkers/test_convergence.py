@@ -49,7 +49,8 @@ def test_converged_cluster_passes() -> None:
     """Settled keys, one leader whose voters equal stable, equal digests: valid."""
     result = _check(_audit())
     assert result.valid is True, result.anomalies
-    assert result.figures == {"groups": 1, "partitions": 1}
+    assert result.figures == {"groups": 1, "partitions": 1, "stability-groups": -1,
+                              "ops-after-heal": 1, "unavailable-after-heal": 0}  # fmt: skip
 
 
 def test_too_short_quiet_period_is_unknown() -> None:

@@ -32,9 +32,18 @@ def _boot() -> PersistedState:
                           entries=[])  # fmt: skip
 
 
-def _status(node: str, role: Role, term: int) -> RaftStatus:
-    return RaftStatus(id=node, group="g", role=role, term=term, leader=None, commit=0, applied=0,
-                      last_index=0, conf=CONF, stage="none", token=0, progress={})  # fmt: skip
+def _status(
+    node: str,
+    role: Role,
+    term: int,
+    conf: ConfState = CONF,
+    commit: int = 0,
+    stage: str = "none",
+    token: int = 0,
+) -> RaftStatus:
+    return RaftStatus(id=node, group="g", role=role, term=term, leader=None, commit=commit,
+                      applied=0, last_index=0, conf=conf, stage=stage, token=token,
+                      progress={})  # fmt: skip
 
 
 def _ready(entries: list[Entry], hs: HardState | None = None) -> Ready:
@@ -71,7 +80,7 @@ def test_a_stable_to_stable_change_breaks_the_config_chain() -> None:
     """config-chain on a configuration entry written by any node."""
     checker = _checker()
     entry = Entry(index=1, term=1, kind="config", conf=ConfState(peers=("n1", "n4")))
-    checker.on_write("n2", "g", _ready([entry]), _status("n2", "follower", 1))
+    checker.on_write("n2", "g", _ready([entry]), _status("n2", "follower", 1, entry.conf))
     assert [v.prop for v in checker.violations] == ["config-chain"]
 
 

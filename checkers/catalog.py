@@ -1,0 +1,167 @@
+"""The invariant catalog (../shared/INVARIANTS.md) and where each rule is checked.
+
+Theory of operation: every rule of the catalog is one `Rule`, naming the
+anomaly kinds that report it, per checker. `sim` is the simulator's
+omniscient checker (ember/sim/omniscient.py, judged by checkers/sim.py): its
+kinds are the properties it watches as the simulation runs. Every other
+checker reads what any run leaves behind (history.jsonl and the nodes'
+events.jsonl), so a simulated run checks those rules with the very same code
+on its own files; `where` says what else a rule needs, and why a rule is
+simulator-only where it is.
+
+Each anomaly kind belongs to at most one rule, so a verdict maps back to the
+rules it breaks (`rules_broken`); the metastore's revision-ordering and
+watch guarantees (checkers/revisions.py) are checked too but are not part of
+the catalog (`OUTSIDE`). docs/invariants.md lists the same table for
+readers; tests/checkers/test_catalog.py holds the two to each other and to
+the checkers' sources, and breaks each rule alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One catalog rule: its id, name, and the anomaly kinds per checker."""
+
+    id: str
+    name: str
+    kinds: Mapping[str, frozenset[str]]
+    where: str = ""
+
+    @property
+    def checkers(self) -> tuple[str, ...]:
+        """The checkers that report this rule."""
+        return tuple(self.kinds)
+
+
+def _k(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+RULES: tuple[Rule, ...] = (
+    Rule("R1", "election safety",
+         {"raft": _k("two-leaders"), "sim": _k("one-leader-per-term")}),
+    Rule("R2", "legal leader",
+         {"raft": _k("leader-not-voter", "timeout-now-to-non-voter",
+                     "timeout-now-acted-by-non-voter"),
+          "sim": _k("election-quorum")},
+         "votes won are seen only by the simulator (events record grants, not which "
+         "configuration counted them)"),
+    Rule("R3", "log matching", {"sim": _k("log-matching")},
+         "simulator only: audit events carry no entry terms outside configurations"),
+    Rule("R4", "state-machine safety",
+         {"raft": _k("conflicting-committed-config"), "convergence": _k("digest-mismatch"),
+          "sim": _k("state-machine-safety", "leader-completeness", "commit-current-term")},
+         "events show committed configurations and applied digests; entries, commits of "
+         "ordinary entries and leaders' logs only the simulator sees"),
+    Rule("R5", "joint quorum",
+         {"raft": _k("commit-without-quorum"), "sim": _k("quorum-commit", "joint-both-majorities")},
+         "from events: configuration entries only (who stored them); every commit point in "
+         "the simulator"),
+    Rule("R6", "configuration chain",
+         {"raft": _k("joint-skipped", "bad-config-transition"), "sim": _k("config-chain")}),
+    Rule("R7", "one change at a time",
+         {"raft": _k("two-uncommitted-configs", "restored-config-stale"),
+          "sim": _k("one-uncommitted-config", "config-in-force", "change-before-term-commit")},
+         "the own-term commit before a change, and truncation rolling a configuration back, "
+         "need the log: simulator only"),
+    Rule("R8", "catch-up precondition",
+         {"raft": _k("joint-before-catchup", "catchup-outside-margin"),
+          "sim": _k("catchup-margin")}),
+    Rule("R9", "token and term fencing", {"raft": _k("stale-token-committed")},
+         "a request refused (older token, other term) leaves only the client's error; its "
+         "effect would be a committed configuration with an older token"),
+    Rule("R10", "vote lease", {"raft": _k("vote-in-lease")},
+         "judged on the voter's own lease counters (`vote-request`)"),
+    Rule("R11", "check quorum", {"raft": _k("leader-kept-without-quorum")},
+         "needs the nemesis's partitions (history) and the run's timeline.json to place "
+         "events on the history's clock"),
+    Rule("R12", "leaving the group",
+         {"raft": _k("removed-before-stable", "removed-leader-stayed")}),
+    Rule("M1", "stable follows Raft",
+         {"revisions": _k("stable-before-commit", "stable-not-pending")}),
+    Rule("M2", "stable moves forward", {"revisions": _k("stable-went-back")}),
+    Rule("M3", "compare-and-set discipline",
+         {"revisions": _k("assignment-chain-broken", "planned-without-pending",
+                          "assignment-write-conflict", "assignment-revision-went-back")},
+         "`unchanged since it read them` shows as a write whose old values are not the "
+         "keys' current ones"),
+    Rule("M4", "triggers move forward",
+         {"revisions": _k("change-trigger-not-increasing"), "convergence": _k("stable-not-target")},
+         "pending/planned holding the newest trigger's target is judged where it ends: "
+         "stable must reach it"),
+    Rule("M5", "cancel fencing",
+         {"revisions": _k("cancel-wrong-pending", "cancel-reverted-new-config",
+                          "cancel-cleared-alone")}),
+    Rule("M6", "stale-request fencing",
+         {"revisions": _k("stale-request-applied", "last-seen-went-back")},
+         "the token half is R9's stale-token-committed"),
+    Rule("M7", "membership containment",
+         {"revisions": _k("voters-outside-assignments", "replica-stopped-while-wanted")},
+         "voters against every node ever assigned to the partition; a stop against the "
+         "assignments in force around it (events carry wall times, not read revisions)"),
+    Rule("M8", "read safety", {"linearizable": _k("nonlinearizable")},
+         "judged by what reads returned: a read served by a replica behind the leader's "
+         "commit is a non-linearizable history"),
+    Rule("L1", "convergence",
+         {"convergence": _k("rebalance-not-finished", "leader-count", "joint-at-end",
+                            "voters-not-stable", "voters-not-following", "voters-config-differs",
+                            "replicas-diverge")}),
+    Rule("L2", "stability", {"convergence": _k("leader-changed-in-quiet")},
+         "needs timeline.json to place events in the quiet period"),
+    Rule("L3", "availability", {"convergence": _k("unavailable-after-heal")},
+         "after the final heal: every client op completes, within the bound; the "
+         "leaderless time around each change is the stats checker's unavailable_ms figure"),
+)  # fmt: skip
+
+BY_ID = {r.id: r for r in RULES}
+
+# Checked, but not catalog rules: the metastore's revision and watch guarantees.
+OUTSIDE: Mapping[str, frozenset[str]] = {
+    "revisions": _k(
+        "stale-revision", "write-revision-not-increasing", "duplicate-write-revision",
+        "watch-gap", "watch-duplicate", "watch-revision-went-back", "watch-before-start",
+        "watch-outside-range", "watch-malformed", "snapshot-from-future",
+        "snapshot-missed-write", "snapshot-wrong-value", "assignments-malformed",
+    ),
+}  # fmt: skip
+
+
+def _index() -> dict[tuple[str, str], str]:
+    out: dict[tuple[str, str], str] = {}
+    for rule in RULES:
+        for checker, kinds in rule.kinds.items():
+            for kind in kinds:
+                if (checker, kind) in out:
+                    raise ValueError(
+                        f"{checker}/{kind} belongs to {out[checker, kind]} and {rule.id}"
+                    )
+                out[checker, kind] = rule.id
+    return out
+
+
+RULE_OF = _index()
+
+
+def rule_of(checker: str, kind: str) -> str | None:
+    """The catalog rule an anomaly kind reports, or None (outside the catalog)."""
+    return RULE_OF.get((checker, kind))
+
+
+def rules_broken(results: Mapping[str, Any]) -> set[str]:
+    """The rules a set of checker results report broken: {checker name: result},
+    each result a CheckerResult or its results.json dict."""
+    out: set[str] = set()
+    for checker, result in results.items():
+        anomalies = result.get("anomalies") if isinstance(result, dict) else result.anomalies
+        for a in anomalies or ():
+            kind = a.get("kind") if isinstance(a, dict) else a.kind
+            rule = rule_of(checker, str(kind))
+            if rule is not None:
+                out.add(rule)
+    return out

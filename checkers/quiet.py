@@ -1,0 +1,98 @@
+"""Liveness after the heal: stability (L2) and availability (L3).
+
+Theory of operation: the convergence checker has already found the quiet
+period long enough (the last fault or membership change ended at least
+`quiet_s` before the history does) and each group's final voters. Then:
+
+- L2 stability: in the last half of the quiet period, [last end + Q/2,
+  history end], no voter of a group's final configuration changes role,
+  term or the leader it follows, or steps down. Audit events are placed on
+  the history's clock by checkers.audit.history_clock; without the run's
+  timeline.json that cannot be done and the figure `stability-groups` is
+  -1. A group whose membership still changed in the quiet period (a
+  rebalance the last alter-zone started, finishing after the heal: its
+  configuration entries, and the elections a joining replica's higher term
+  causes) is not quiet yet: L1 judges where it ends, L2 leaves it out.
+  Replicas outside the final configuration are not the group's: a
+  removed replica that never learnt of its removal may campaign alone for
+  ever (its RequestVotes go to voters that ignore them under their lease).
+- L3 availability: every client operation invoked in the quiet period
+  (after the last fault and membership change: the final reads) completes, `ok` or `fail`, within
+  `availability_bound_s` (default 5 s); an `info` (no answer: a timeout, a
+  lost connection) or a slower completion is `unavailable-after-heal`. A
+  `fail` is an answer: the cluster refused it (a node that is no longer a
+  replica of the key's group, say, knows no leader to send it to), while a
+  group without a leader is L1's `leader-count`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from checkers.api import Anomaly, CheckContext
+from checkers.audit import history_clock
+from checkers.stats import MEMBERSHIP_FS
+
+NS_PER_S = 1_000_000_000
+DEFAULT_AVAILABILITY_BOUND_S = 5.0
+_UNSTABLE = frozenset({"role", "term", "leader", "step-down"})
+_CHANGES = frozenset({"config-appended", "config-committed", "change-stage"})
+
+
+def check_stability(
+    ctx: CheckContext,
+    voters: dict[str, set[str]],
+    last_end: int,
+    quiet_s: float,
+    out: list[Anomaly],
+) -> int:
+    """L2 (module doc); how many groups it judged, -1 when events cannot be placed."""
+    assert ctx.audit is not None
+    at = history_clock(ctx.setting("history_zero_wall"), ctx.audit)
+    if at is None:
+        return -1
+    quiet_ns = quiet_s * NS_PER_S
+    end = ctx.events[-1].time if ctx.events else 0
+    start = int(last_end + quiet_ns / 2)
+    changing = {str(ev.get("group")) for evs in ctx.audit.values() for ev in evs
+                if ev.get("kind") in _CHANGES and last_end <= at(ev) <= end}  # fmt: skip
+    voters = {g: v for g, v in voters.items() if g not in changing}
+    for node in sorted(ctx.audit):
+        seen: set[str] = set()
+        for ev in ctx.audit[node]:
+            group = ev.get("group")
+            if ev.get("kind") not in _UNSTABLE or node not in voters.get(str(group), set()):
+                continue
+            t = at(ev)
+            if start <= t <= end and group not in seen:
+                seen.add(str(group))  # one per node and group says it
+                out.append(Anomaly(
+                    kind="leader-changed-in-quiet",
+                    message=f"{node} emitted {ev.get('kind')} in {group} (term "
+                    f"{ev.get('term')}) {(t - last_end) / NS_PER_S:.2f}s after the last fault "
+                    f"or change, in the last half of the {quiet_ns / NS_PER_S:g}s quiet period",
+                    events=[ev], time=t,
+                ))  # fmt: skip
+    return len(voters)
+
+
+def check_availability(ctx: CheckContext, healed: int, out: list[Anomaly]) -> dict[str, Any]:
+    """L3 (module doc) on the ops invoked from `healed` on; returns figures."""
+    bound_ns = float(ctx.setting("availability_bound_s", DEFAULT_AVAILABILITY_BOUND_S)) * NS_PER_S
+    after = [op for op in ctx.operations
+             if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS
+             and op.invoke_time >= healed]  # fmt: skip
+    late = 0
+    for op in after:
+        took = None if op.complete_time is None else op.complete_time - op.invoke_time
+        if op.type != "info" and took is not None and took <= bound_ns:
+            continue
+        late += 1
+        why = "no answer" if op.type == "info" else f"an answer after {(took or 0) / 1e9:.2f}s"
+        out.append(Anomaly(
+            kind="unavailable-after-heal",
+            message=f"{op.f} {op.key or ''} invoked {(op.invoke_time - healed) / NS_PER_S:.2f}s "
+            f"into the quiet period got {why} (bound {bound_ns / NS_PER_S:g}s)".replace("  ", " "),
+            ops=[op.invoke_index], time=op.invoke_time,
+        ))  # fmt: skip
+    return {"ops-after-heal": len(after), "unavailable-after-heal": late}
