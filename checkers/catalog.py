@@ -115,7 +115,7 @@ RULES: tuple[Rule, ...] = (
     Rule("L2", "stability", {"convergence": _k("leader-changed-in-quiet")},
          "needs timeline.json to place events in the quiet period"),
     Rule("L3", "availability", {"convergence": _k("unavailable-after-heal")},
-         "after the final heal: every client op completes, within the bound; the "
+         "the quiet period's client ops (the final reads) are answered within a bound; the "
          "leaderless time around each change is the stats checker's unavailable_ms figure"),
 )  # fmt: skip
 

@@ -1,0 +1,65 @@
+"""The invariant catalog in code (checkers/catalog.py), its page (docs/invariants.md)
+and the checkers that report each rule agree with one another."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from checkers.api import Anomaly, CheckerResult
+from checkers.catalog import BY_ID, OUTSIDE, RULES, rules_broken
+from ember.sim.omniscient import SAFETY_PROPERTIES
+
+ROOT = Path(__file__).resolve().parents[2]
+CATALOG = [f"R{i}" for i in range(1, 13)] + [f"M{i}" for i in range(1, 9)] + ["L1", "L2", "L3"]
+# Where each checker's anomaly kinds are written.
+SOURCES = {
+    "raft": ["checkers/raft.py", "checkers/raft_conf.py", "checkers/raft_leadership.py",
+             "checkers/raft_quorum.py"],
+    "revisions": ["checkers/revisions.py", "checkers/assignments.py", "checkers/membership.py"],
+    "convergence": ["checkers/convergence.py", "checkers/quiet.py"],
+    "linearizable": ["checkers/linear.py"],
+    "sim": ["ember/sim/omniscient.py"],
+}  # fmt: skip
+
+
+def test_every_rule_of_the_catalog_and_only_those() -> None:
+    """R1-R12, M1-M8, L1-L3, in the catalog's order."""
+    assert [r.id for r in RULES] == CATALOG
+
+
+@pytest.mark.parametrize("rule", CATALOG)
+def test_each_kind_is_one_its_checker_reports(rule: str) -> None:
+    """Every kind named for a rule is a literal its checker's sources emit."""
+    for checker, kinds in BY_ID[rule].kinds.items():
+        text = "".join((ROOT / p).read_text() for p in SOURCES[checker])
+        for kind in kinds:
+            assert f'"{kind}"' in text, f"{rule}: {checker} never reports {kind}"
+
+
+def test_the_simulator_properties_are_all_in_the_catalog() -> None:
+    """No omniscient property is left without a rule."""
+    named = {k for r in RULES for k in r.kinds.get("sim", ())}
+    assert named == set(SAFETY_PROPERTIES)
+
+
+def test_the_page_lists_every_rule_with_its_kinds() -> None:
+    """docs/invariants.md's table has a row per rule naming each of its kinds."""
+    text = (ROOT / "docs" / "invariants.md").read_text()
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| ([RML]\d+) \|.*$", text, re.M)}
+    assert list(rows) == CATALOG
+    for rule in RULES:
+        for kinds in rule.kinds.values():
+            for kind in kinds:
+                assert f"`{kind}`" in rows[rule.id], (rule.id, kind)
+
+
+def test_kinds_outside_the_catalog_are_no_rule() -> None:
+    """The metastore's own guarantees are reported but map to no rule."""
+    result = CheckerResult(name="revisions", valid=False, anomalies=[
+        Anomaly(kind=k, message="") for k in sorted(OUTSIDE["revisions"])])  # fmt: skip
+    assert rules_broken({"revisions": result}) == set()
+    mixed = {"raft": {"anomalies": [{"kind": "two-leaders"}]}, "sim": {"anomalies": []}}
+    assert rules_broken(mixed) == {"R1"}
