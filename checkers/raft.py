@@ -2,9 +2,11 @@
 
 Theory of operation: each node's events are replayed in the order the node
 emitted them, one small state per (node, group): its role and term, the
-configuration in force and its index, the last config index it saw
-committed, the peers that caught up in the current change, and whether it
-must step down. Global tables span nodes: leaders per (group, term) and the
+configuration in force and its index, the highest index it knows
+committed (its config-committed events, and the `commit` that config-applied
+and snapshot-installed report: a restarted node reads its commit from its
+hard state and says nothing more), the peers that caught up in the current
+change, and whether it must step down. Global tables span nodes: leaders per (group, term) and the
 committed configuration at each (group, index). The invariants:
 
 - election safety: at most one node becomes leader per (group, term);

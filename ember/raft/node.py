@@ -199,6 +199,13 @@ class RawNode:
                 f"the configuration entry at {self.conf_index} is not committed yet "
                 f"(commit {self.log.committed})"
             )
+        if self.log.term(self.log.committed) != self.term:
+            # As jraft (a new leader's first entry commits before any change):
+            # until an entry of its own term commits, the leader's commit index
+            # and its peers' progress are from an older term (R7).
+            raise ChangeBusy(
+                f"no entry of term {self.term} is committed yet (commit {self.log.committed})"
+            )
         mem.start_change(self, ticket, target)
         return ticket
 

@@ -412,3 +412,24 @@ def test_change_waits_for_the_configuration_in_force_to_commit():
     net.drop = lambda m: False
     net.tick(times=3)
     assert new.change_peers(["n2", "n3", "n4"], token=2).id > 0
+
+
+def test_change_waits_for_an_entry_of_the_leaders_term_to_commit():
+    """A new leader refuses a change as busy until its no-op commits (R7; seeds 19 and
+    20 of the default sim plan started changes from a commit of an older term)."""
+    net = cluster(extra=["n4"])
+    net.drop = lambda m: isinstance(m, AppendEntries) and m.src == "n2"
+    net.down.add("n1")
+    for _ in range(100):
+        if net.nodes["n2"].role == "leader":
+            break
+        net.tick()
+    new = net.nodes["n2"]
+    assert new.role == "leader"
+    assert new.log.term(new.log.committed) != new.term
+    with pytest.raises(ChangeBusy, match=r"no entry of term"):
+        new.change_peers(["n2", "n3", "n4"], token=2)
+    net.drop = lambda m: False
+    net.tick(times=3)
+    assert new.log.term(new.log.committed) == new.term
+    assert new.change_peers(["n2", "n3", "n4"], token=2).id > 0
