@@ -19,6 +19,9 @@ PLANTED = {
     "rebalance.cancel-without-revision-guard": ("revisions", "cancel-wrong-pending"),
     "rebalance.ignore-last-seen": ("revisions", "stale-request-applied"),
     "raft.skip-catchup": ("raft", "joint-before-catchup"),
+    "raft.ignore-vote-lease": ("raft", "vote-in-lease"),
+    "raft.skip-check-quorum": ("raft", "leader-kept-without-quorum"),
+    "raft.step-down-on-joint": ("raft", "removed-before-stable"),
     "kv.ack-before-commit": ("linearizable", None),
 }
 
