@@ -256,7 +256,9 @@ class _Partition:
             if not _committed_before(self.commits.get(group, []), target, ev.get("wall")):
                 self.flag("stable-before-commit", f"stable set to {list(target)} before "
                           f"{group} committed that configuration", ev)  # fmt: skip
-            if target not in self._targets_now():
+            # Judged once the record shows pending at all: a stream that starts
+            # after the pending write (or a hand-made one) cannot say what it held.
+            if "pending" in self.written_at and target not in self._targets_now():
                 self.flag("stable-not-pending", f"stable set to {list(target)} while pending "
                           f"was {self.state.get('pending')!r} and cancel "
                           f"{self.state.get('cancel')!r}", ev)  # fmt: skip

@@ -12,7 +12,8 @@ later, so only the first report says when it happened). Against that:
   a stale write).
 - M7 membership containment: every voter of a configuration the group
   committed (old peers too, while joint) was assigned to the partition at
-  some point of the run (in stable, pending, planned or a cancel's sides);
+  some point of the run (in stable, pending, planned or a cancel's sides,
+  before or after any reported write);
   and a replica stopped because it is not assigned (`replica-stopped`,
   reason `not in the stable assignment`) was unassigned in at least one
   assignment state in force during the STOP_SLACK_S before the stop. The
@@ -50,6 +51,24 @@ def _wanted(state: dict[str, Any]) -> set[str]:
     cancel = state.get("cancel")
     if isinstance(cancel, dict):
         out |= set(_peers(cancel.get("old")) or ()) | set(_peers(cancel.get("new")) or ())
+    return out
+
+
+def ever_assigned(audit: Audit) -> dict[Any, set[str]]:
+    """Per (zone, partition): every node any assignment key named, before (`old`)
+    or after (`new`) any reported write."""
+    out: dict[Any, set[str]] = {}
+    for evs in audit.values():
+        for ev in evs:
+            if ev.get("kind") != "assignments-written" or not isinstance(ev.get("keys"), dict):
+                continue
+            named = out.setdefault((ev.get("zone"), ev.get("partition")), set())
+            for k, change in ev["keys"].items():
+                sides = (
+                    [change.get("old"), change.get("new")] if isinstance(change, dict) else [change]
+                )
+                for side in sides:
+                    named |= _wanted({str(k).rsplit(".", 1)[-1]: side})
     return out
 
 
@@ -142,7 +161,7 @@ def check_stable_order(audit: Audit, out: list[Anomaly]) -> int:
 
 def check_containment(audit: Audit, out: list[Anomaly]) -> int:
     """M7 (module doc); returns how many facts it judged."""
-    states, judged = timed_states(audit), 0
+    states, judged, named = timed_states(audit), 0, ever_assigned(audit)
     by_group = {f"part-{part}": (zone, part, s) for (zone, part), s in states.items()}
     for node in sorted(audit):
         for ev in audit[node]:
@@ -152,7 +171,7 @@ def check_containment(audit: Audit, out: list[Anomaly]) -> int:
             zone, part, timeline = known
             if ev.get("kind") == "config-committed":
                 judged += 1
-                ever = set().union(*(_wanted(s) for _, _, s in timeline))
+                ever = named.get((zone, part), set())
                 voters = set(_peers(ev.get("peers")) or ()) | set(_peers(ev.get("old_peers")) or ())
                 if voters - ever:
                     _flag(out, "voters-outside-assignments",
