@@ -42,6 +42,8 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -203,6 +205,7 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
         (os, "fdatasync", sync),
         (os, "_exit", exit_process),
     ]
+    patches += _aliases(patches)
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]
     here = threading.get_ident()
     try:
@@ -214,6 +217,34 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
         loop.thread_effects = None
         for mod, name, fn in saved:
             setattr(mod, name, fn)
+
+
+# Modules whose attributes are the real functions themselves, not aliases.
+_OWNERS = frozenset({"time", "os", "posix", "nt"})
+
+
+def _aliases(
+    patches: list[tuple[Any, str, Callable[..., Any]]],
+) -> list[tuple[Any, str, Callable[..., Any]]]:
+    """The same patches for every loaded module that bound a patched function
+    to a name of its own (`from time import monotonic`, as aiohttp's
+    connector does): left alone, such a module reads the real clock, and a
+    run's keep-alive decisions follow the machine's load instead of the seed.
+    Modules imported after this point keep the real functions; the
+    simulator's imports happen before a run starts."""
+    real = {id(getattr(mod, name)): fn for mod, name, fn in patches}
+    stdlib = sysconfig.get_paths()["stdlib"]
+    found = []
+    for mod_name, module in sorted(sys.modules.items()):
+        if module is None or mod_name in _OWNERS or mod_name.startswith("_"):
+            continue
+        if (getattr(module, "__file__", None) or stdlib).startswith(stdlib):
+            continue  # the standard library's own waits (threading's) keep real time
+        for attr, value in list(getattr(module, "__dict__", {}).items()):
+            fn = real.get(id(value))
+            if fn is not None and callable(value):
+                found.append((module, attr, fn))
+    return found
 
 
 def _on_thread(

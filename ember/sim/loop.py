@@ -23,6 +23,12 @@ process:
   `getaddrinfo` are served by `ember.sim.wire.Wire`, an in-memory TCP with
   per-link latency, partitions and delays. aiohttp (client and server) and
   `asyncio.open_connection` run over it as they are.
+- **Garbage.** Python's cyclic collector runs when allocation counts say
+  so, and what it frees may have finalizers that act (an aiohttp
+  `Connection` left in a cycle closes its socket from `__del__`). Counts
+  differ between processes, so the loop switches the automatic collector
+  off for the run and collects itself every so many handles: the same
+  seed frees the same garbage at the same point.
 - **Threads.** `run_in_executor` (and so `asyncio.to_thread`) runs the
   function inline, in the caller's context, and completes the future after
   a short seeded delay: a thread hop or an fsync takes time, and the code
@@ -36,11 +42,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import gc
 import heapq
 import logging
 import random
 import signal
 import warnings
+import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
@@ -50,6 +58,10 @@ log = logging.getLogger(__name__)
 
 
 BATCHES = 64  # scheduler rounds per `_run_once` call
+# The loop's own collection schedule (see Garbage above): a young-generation
+# pass every GC_HANDLES handles, an older one every GC_OLDER young passes,
+# a full one every GC_FULL older ones (about the default thresholds' pace).
+GC_HANDLES, GC_OLDER, GC_FULL = 500, 10, 20
 
 
 class SimulationStalled(RuntimeError):  # noqa: N818 -- reads as what happened
@@ -117,11 +129,30 @@ class SimLoop(asyncio.BaseEventLoop):
         self._timer_seq = 0
         self.max_time = max_time
         self.handles_run = 0
+        self._gc_due = GC_HANDLES
+        self._task_seq = 0
+        self.task_order: weakref.WeakKeyDictionary[asyncio.Task[Any], int]
+        self.task_order = weakref.WeakKeyDictionary()
+        self._gc_passes = 0
         self._executor_delay = executor_delay_s
         self._rng = random.Random(f"{seed}:loop")
         self.wire = Wire(self, random.Random(f"{seed}:wire"))
         self.thread_effects: ThreadEffects | None = None  # the simulated disk, when one is on
         self.set_exception_handler(_log_unless_dead)
+
+    def create_task(  # type: ignore[override]
+        self,
+        coro: Coroutine[Any, Any, Any],
+        *,
+        name: str | None = None,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Task[Any]:
+        """A task, numbered: `asyncio.all_tasks` is a set (id() order), and
+        the end of a run walks the tasks in the order they were made."""
+        task = super().create_task(coro, name=name, context=context)
+        self._task_seq += 1
+        self.task_order[task] = self._task_seq
+        return task
 
     # -- clock -----------------------------------------------------------
 
@@ -219,8 +250,20 @@ class SimLoop(asyncio.BaseEventLoop):
                         proc.frozen.append(job)
                         continue
                 job._run()
+            if self.handles_run >= self._gc_due:
+                self._collect()
             if self._stopping:
                 return
+
+    def _collect(self) -> None:
+        self._gc_due = self.handles_run + GC_HANDLES
+        self._gc_passes += 1
+        if self._gc_passes % (GC_OLDER * GC_FULL) == 0:
+            gc.collect(2)
+        elif self._gc_passes % GC_OLDER == 0:
+            gc.collect(1)
+        else:
+            gc.collect(0)
 
     def _write_to_self(self) -> None:
         """No self-pipe: nothing outside the loop ever wakes it."""
@@ -350,6 +393,9 @@ def _log_unless_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -
 def run_simulation(loop: SimLoop, main: Coroutine[Any, Any, Any]) -> Any:
     """Run `main` (as the harness process) on `loop` to completion and close the loop."""
     asyncio.set_event_loop(loop)
+    collecting = gc.isenabled()
+    gc.collect()  # what the process made before starts the run collected
+    gc.disable()  # the loop collects on its own schedule (module doc: Garbage)
     try:
         harness = Proc("harness", loop.wire.harness_host)
         harness.ctx.run(CURRENT.set, harness)
@@ -359,6 +405,8 @@ def run_simulation(loop: SimLoop, main: Coroutine[Any, Any, Any]) -> Any:
         _abandon(loop)
         asyncio.set_event_loop(None)
         loop.close()
+        if collecting:
+            gc.enable()
 
 
 def _abandon(loop: SimLoop) -> None:
@@ -369,7 +417,8 @@ def _abandon(loop: SimLoop) -> None:
     printing "Event loop is closed" / "coroutine ignored GeneratorExit" by
     the thousand. Closed now, with the loop open, they end quietly.
     """
-    for task in asyncio.all_tasks(loop):
+    order = loop.task_order
+    for task in sorted(asyncio.all_tasks(loop), key=lambda t: order.get(t, 0)):
         if task.done():
             continue
         coro = task.get_coro()

@@ -101,6 +101,10 @@ class World:
         try:
             await serve(node.config, started)
         except (OSError, RuntimeError, ValueError) as err:
+            if not self.loop.is_running():
+                # The run is over and the loop is ending every process (the
+                # power-off of `_abandon`): not something the node did.
+                raise
             # What the daemon prints and exits 1 for; in the simulation, a finding.
             self.failures.append(f"{proc.name}: {type(err).__name__}: {err}")
             log.error("%s failed: %s", proc.name, err)

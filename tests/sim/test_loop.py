@@ -178,6 +178,50 @@ def test_the_clock_is_virtual_only_inside(tmp_path: Path) -> None:
     assert abs(time.time() - real) < 60
 
 
+def test_a_library_that_bound_the_clock_to_its_own_name_reads_virtual_time() -> None:
+    """aiohttp's connector does `from time import monotonic` and judges keep-alive
+    by it: on the real clock, a loaded machine closed pooled connections that
+    an idle one kept, and one seed gave two histories."""
+    import aiohttp.connector
+
+    loop = SimLoop(9)
+    real = aiohttp.connector.monotonic
+    with simulated_os(loop, Disk(random.Random(1)), lambda proc, code: None):
+        assert aiohttp.connector.monotonic() == 0.0
+    assert aiohttp.connector.monotonic is real
+
+
+def test_garbage_is_collected_on_the_loop_schedule_only() -> None:
+    """A finalizer that acts (aiohttp closes a leaked connection from `__del__`)
+    must run at the same handle in every process, so the automatic collector
+    is off during a run and the loop collects every GC_HANDLES handles."""
+    import gc
+
+    from ember.sim.loop import GC_HANDLES
+
+    loop = SimLoop(10)
+    freed_at: list[int] = []
+
+    class Leaky:
+        def __init__(self) -> None:
+            self.me = self  # a cycle: only the collector frees it
+
+        def __del__(self) -> None:
+            freed_at.append(loop.handles_run)
+
+    async def main() -> bool:
+        enabled = gc.isenabled()
+        Leaky()
+        for _ in range(GC_HANDLES * 2):
+            await asyncio.sleep(0)
+        return enabled
+
+    assert run_simulation(loop, main()) is False
+    assert gc.isenabled()
+    assert freed_at
+    assert freed_at[0] % GC_HANDLES < 64  # at a collection point, not before
+
+
 @pytest.mark.parametrize("killed_in_fsync", [True, False])
 def test_an_fsync_in_a_thread_counts_only_when_the_thread_completes(
     tmp_path: Path, killed_in_fsync: bool
