@@ -119,6 +119,13 @@ class Result(msgspec.Struct, kw_only=True):
     seed: int | str | None = None
     ops: int = 0
     elapsed_s: float = 0.0
+    # What a reader of the verdict should know about its input (a torn last
+    # line skipped, events left out by an importer).
+    notes: list[str] = msgspec.field(default_factory=list)
+    # The history checked, relative to results.json, and its format, when
+    # `faultline check` read a file (`faultline verify` reads it again).
+    history: str | None = None
+    history_format: str | None = None
 
 
 def select(
@@ -191,11 +198,14 @@ def check(
     )
 
 
-def load_run(path: str | Path) -> tuple[dict[str, Any], list[Event], Any, Path]:
+def load_run(
+    path: str | Path, notes: list[str] | None = None
+) -> tuple[dict[str, Any], list[Event], Any, Path]:
     """Reads a run dir (or a bare history.jsonl): plan, history, audit, out dir.
 
     Raises HistoryError for a malformed history or audit log, OSError for a
-    missing file, ValueError for a malformed test.json.
+    missing file, ValueError for a malformed test.json. With `notes`, a torn
+    last history line is skipped and noted there instead (history.py).
     """
     path = Path(path)
     if path.is_dir():
@@ -212,7 +222,7 @@ def load_run(path: str | Path) -> tuple[dict[str, Any], list[Event], Any, Path]:
         except msgspec.DecodeError as exc:
             raise ValueError(f"{plan_path}: {exc}") from None
     audit = load_audit(run_dir) if path.is_dir() else None
-    return plan, load_history(history_path), audit, run_dir
+    return plan, load_history(history_path, notes), audit, run_dir
 
 
 def write_results(result: Result, run_dir: Path) -> Path:

@@ -134,11 +134,14 @@ class HistoryValidator:
             self._crashed[proc] = lineno
 
 
-def iter_history(path: str | os.PathLike[str]) -> Iterator[Event]:
+def iter_history(path: str | os.PathLike[str], notes: list[str] | None = None) -> Iterator[Event]:
     """Streams the validated events of a history.jsonl file.
 
     Raises HistoryError naming the line of the first malformed or invalid
     event, and OSError if the file cannot be read. Blank lines are skipped.
+    A last line that is cut short (no newline, and not a whole event: the
+    writer died mid-write) is skipped, with a note appended to `notes`; a
+    history whose readers pass no `notes` is refused on it as before.
     """
     source = os.fspath(path)
     validator = HistoryValidator(source)
@@ -149,14 +152,21 @@ def iter_history(path: str | os.PathLike[str]) -> Iterator[Event]:
             try:
                 event = _DECODER.decode(line)
             except msgspec.DecodeError as exc:  # ValidationError is a subclass
+                # Only the file's last line can lack its newline.
+                if notes is not None and not line.endswith(b"\n"):
+                    notes.append(
+                        f"{source}: line {lineno} is torn (the writer stopped mid-line: {exc}); "
+                        f"checked the {lineno - 1} lines before it"
+                    )
+                    return
                 raise HistoryError(f"{source}: line {lineno}: {exc}") from None
             validator.feed(event, lineno)
             yield event
 
 
-def load_history(path: str | os.PathLike[str]) -> list[Event]:
+def load_history(path: str | os.PathLike[str], notes: list[str] | None = None) -> list[Event]:
     """Reads and validates a whole history.jsonl file (see `iter_history`)."""
-    return list(iter_history(path))
+    return list(iter_history(path, notes))
 
 
 def validate(events: Iterable[Event], source: str = "history") -> None:

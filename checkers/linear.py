@@ -58,6 +58,16 @@ def model_for(ctx: CheckContext, ops: list[Operation] | None = None) -> str:
     return DEFAULT_MODEL
 
 
+def model_ops(operations: list[Operation]) -> list[Operation]:
+    """The operations on the model: not the nemesis's, nor the admin's
+    (membership changes), nor watches."""
+    return [
+        op
+        for op in operations
+        if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f != "watch"
+    ]
+
+
 class LinearizabilityChecker:
     """Checks the client operations against a sequential model."""
 
@@ -67,12 +77,7 @@ class LinearizabilityChecker:
         """Runs the search; its `unknown` (budget, bad op shape) passes through."""
         from checkers import linearizability as lin  # late: see the module doc
 
-        # The nemesis's and admin's ops (membership changes) are not ops on the model.
-        client_ops = [
-            op
-            for op in ctx.operations
-            if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f != "watch"
-        ]
+        client_ops = model_ops(ctx.operations)
         model = model_for(ctx, client_ops)
         ops = lin.ops_from_history(client_ops, model)
         limit = float(ctx.setting("lin_time_limit_s", DEFAULT_TIME_LIMIT_S))

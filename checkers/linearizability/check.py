@@ -15,7 +15,11 @@ Theory of operation
    spawned processes (terminated at the first failure); otherwise in this
    process, which avoids the start-up cost for small histories.
 5. A failing partition is searched again with tracing on, to collect the
-   longest linearizable prefix and the states before the unplaceable op.
+   longest linearizable prefix and the states before the unplaceable op,
+   then shrunk to a minimal counterexample (shrink.py).
+6. A linearizable history gets a witness: each partition's linearization
+   with the state after each op, checked before it is reported
+   (witness.py); one that does not check turns the verdict to unknown.
 """
 
 from __future__ import annotations
@@ -28,7 +32,17 @@ from typing import Any
 
 from checkers.linearizability.models import Model
 from checkers.linearizability.search import STEP_LIMIT, Budget, OutOfBudgetError, Search
-from checkers.linearizability.types import LinOp, LinResult, PartitionResult, Validity
+from checkers.linearizability.shrink import shrink
+from checkers.linearizability.types import (
+    Counterexample,
+    LinOp,
+    LinResult,
+    PartitionResult,
+    Validity,
+    Witness,
+)
+from checkers.linearizability.witness import WitnessError
+from checkers.linearizability.witness import build as build_witness
 
 # Steps (choice points) per partition in each round; None = until the time
 # or memory budget runs out.
@@ -39,6 +53,9 @@ _POOL_MIN_OPS = 20_000
 _MEMO_ENTRY_BYTES = 400
 _POLL_S = 1.0  # how often a wait on the worker pool checks the deadline
 _LOST_WORKER_GRACE_S = 10.0  # past the deadline: a worker's chunk is lost, not late
+# Seconds a failing partition may be shrunk for: at least MIN, at most MAX,
+# else until the check's deadline.
+_SHRINK_MIN_S, _SHRINK_MAX_S = 2.0, 20.0
 LOST_WORKER = "a checker worker process was lost (killed?) before answering"
 
 
@@ -83,9 +100,10 @@ def prepare(ops: Iterable[LinOp], model: Model) -> list[LinOp]:
             raise HistoryError(f"operation {op.id} returns ({op.ret}) before its call ({op.call})")
         frozen = op
         new_input, new_output = freeze(op.input), freeze(op.output)
-        if new_input is not op.input or new_output is not op.output:
+        f = model.aliases.get(op.f, op.f)
+        if new_input is not op.input or new_output is not op.output or f != op.f:
             frozen = LinOp(
-                id=op.id, process=op.process, call=op.call, ret=op.ret, f=op.f, key=op.key,
+                id=op.id, process=op.process, call=op.call, ret=op.ret, f=f, key=op.key,
                 input=new_input, output=new_output, known=op.known,
             )  # fmt: skip
         problem = model.check_shape(frozen)
@@ -130,6 +148,7 @@ def check_partition(
         max_frontier=out.memo_size, elapsed_s=time.monotonic() - start,
         linearized_prefix=out.prefix, unplaceable=out.unplaceable,
         events_done=out.events_done, events_total=len(search.tl.kind),
+        linearization=out.order if out.valid is True else [],
     )  # fmt: skip
 
 
@@ -256,16 +275,49 @@ def check_prepared(
             todo = [p for p in todo if repr(p[0]) in retry_keys]
     finally:
         runner.close()
+    counterexample = None
     if failed is not None:
         failed = _explain(model, parts, failed, deadline, max_memo, memory_limit_mb)
         decided = [failed if r.key == failed.key else r for r in decided]
+        counterexample = _shrink(model, parts, failed, deadline)
+    valid = _merge(decided)
+    witness: list[Witness] = []
+    reason = None
+    if valid is True:
+        try:
+            witness = _witness(model, parts, decided)
+        except WitnessError as exc:
+            valid, reason = "unknown", f"checker bug: its own witness does not verify: {exc}"
+    for r in decided:
+        r.linearization = []
     return LinResult(
-        valid=_merge(decided), model=model.name, ops=len(ops), partitions=len(parts),
+        valid=valid, model=model.name, ops=len(ops), partitions=len(parts),
         states_explored=sum(r.states_explored for r in decided),
         cache_size=max((r.max_frontier for r in decided), default=0),
         elapsed_s=time.monotonic() - start, failure=failed, partition_results=decided,
-        partitions_skipped=len(parts) - len(decided),
+        partitions_skipped=len(parts) - len(decided), reason=reason, witness=witness,
+        counterexample=counterexample,
     )  # fmt: skip
+
+
+def _witness(
+    model: Model, parts: list[tuple[Any, list[LinOp]]], decided: list[PartitionResult]
+) -> list[Witness]:
+    """Each partition's witness, checked (raises WitnessError)."""
+    order_of = {repr(r.key): r.linearization for r in decided}
+    return [build_witness(model, key, ops, order_of[repr(key)]) for key, ops in parts]
+
+
+def _shrink(
+    model: Model, parts: list[tuple[Any, list[LinOp]]], failed: PartitionResult, deadline: float
+) -> Counterexample:
+    """The failing partition shrunk, within a few seconds past the deadline
+    at most: a counterexample found by then is proven, if not minimal."""
+    ops = next(ops for key, ops in parts if key == failed.key)
+    now = time.monotonic()
+    return shrink(
+        model, failed.key, ops, min(now + _SHRINK_MAX_S, max(deadline, now + _SHRINK_MIN_S))
+    )
 
 
 def _explain(

@@ -5,6 +5,7 @@ See models.py for the model interface and docs/models.md for op shapes.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from checkers.linearizability.models import (
@@ -72,6 +73,8 @@ class KvModel:
 
     name = "kv"
     partitioned = True
+    # Jepsen's, Knossos's and porcupine's names for get and put.
+    aliases: Mapping[str, str] = {"read": "get", "write": "put"}
     _FS = frozenset({"get", "put", "append", "cas", "delete"})
 
     def init(self) -> State:
@@ -190,6 +193,7 @@ class WholeMapModel:
     def __init__(self, inner: Model) -> None:
         self.inner = inner
         self.name = f"{inner.name}-nopart"
+        self.aliases = inner.aliases
 
     def init(self) -> State:
         """No key touched yet."""

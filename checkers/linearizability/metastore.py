@@ -18,7 +18,7 @@ once. Outputs may leave any field out (or be None): it is then unchecked.
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from checkers.linearizability.models import ILLEGAL, IsOpen, State, _Illegal
@@ -95,6 +95,7 @@ class MetastoreModel:
 
     name = "metastore"
     partitioned = False
+    aliases: Mapping[str, str] = {}
 
     def init(self) -> State:
         """Revision 0, no keys."""

@@ -37,13 +37,16 @@ A model is a pure, deterministic state machine over hashable states:
 - `describe(state)` renders a state as JSON-able data for reports.
 - `partitioned`: operations on different `key`s are independent, so each
   key's sub-history can be checked alone (P-compositionality).
+- `aliases`: other names for the model's ops (Jepsen's read/write for the
+  kv model's get/put, and the reverse for registers), applied before any
+  other method sees an op.
 
 Op shapes are documented in docs/models.md.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 from checkers.linearizability.types import LinOp
@@ -71,6 +74,7 @@ class Model(Protocol):
 
     name: str
     partitioned: bool
+    aliases: Mapping[str, str]
 
     def init(self) -> State:
         """The state before any operation."""
@@ -157,6 +161,8 @@ class RegisterModel:
     """
 
     partitioned = True
+    # faultline's kv names for the same ops (Jepsen and porcupine say read/write).
+    aliases: Mapping[str, str] = {"get": "read", "put": "write"}
 
     def __init__(self, name: str, *, with_cas: bool) -> None:
         self.name = name
@@ -192,8 +198,15 @@ class RegisterModel:
         return False
 
     def observable(self, op: LinOp, checkers: list[LinOp]) -> bool:
-        """Always (not worth refining for small value domains)."""
-        return True
+        """Whether some read returns, or some cas expects, the value `op`
+        writes; any cas that compared unequal may need any change at all."""
+        written = _written(op)
+        for c in checkers:
+            if c.f == "cas" and c.known and not _cas_succeeded(c):
+                return True
+            if (c.output if c.f == "read" else c.input[0]) == written:
+                return True
+        return False
 
     def check_shape(self, op: LinOp) -> str | None:
         """f must be known; cas takes [expected, new]."""

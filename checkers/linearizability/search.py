@@ -142,6 +142,8 @@ class Outcome:
         self.events_done = 0
         self.prefix: list[int] = []
         self.unplaceable: list[Unplaceable] = []
+        # For a linearizable partition: op ids in linearization order.
+        self.order: list[int] = []
 
 
 class Search:
@@ -161,11 +163,15 @@ class Search:
         self.used = _EMPTY
         self.slot_op: list[int] = [-1] * self.tl.width
         self.n_inst = 0
+        # Op ids placed on the current branch, and for each the id of the
+        # erasing op it is hidden behind (None: placed where it stands).
         self.path: list[int] = []
+        self.path_before: list[int | None] = []
         # Position at which the last erasing op was placed (-1: none yet),
         # and whether the last move placed an op that could instead be
         # hidden behind an erasing op placed next.
         self.erased_at = -1
+        self.erased_op: int | None = None  # the id of that erasing op
         self.fresh = False
         # Look-ahead at reads not yet called costs more than it saves except
         # where the search thrashes: it is on for a stretch after a dead end.
@@ -183,6 +189,7 @@ class Search:
             self._advance()
             if self.i >= n_events:
                 self.out.events_done = n_events
+                self.out.order = self._order()
                 break
             self._open_frame()
             steps += 1
@@ -212,8 +219,8 @@ class Search:
                     slot_op[s] = j
                     if pure[j] and model.step(self.state, ops[j]) is not ILLEGAL:
                         mask |= 1 << s
-                        if self.trace:
-                            self.path.append(ops[j].id)
+                        self.path.append(ops[j].id)
+                        self.path_before.append(None)
             else:
                 s = slot[j]
                 if not mask & (1 << s):
@@ -233,8 +240,8 @@ class Search:
                 op = tl.ops[j]
                 if model.step(state, op) is not ILLEGAL:
                     mask |= 1 << s
-                    if self.trace:
-                        self.path.append(op.id)
+                    self.path.append(op.id)
+                    self.path_before.append(None)
         return mask
 
     def _hidden_mask(self) -> int:
@@ -412,7 +419,7 @@ class Search:
         moves: list[tuple[int, int]] = [] if dead else self._moves()
         self.stack.append(
             [self.i, self.state, self.mask, self.used, tuple(self.slot_op), self.n_inst,
-             len(self.path), moves, 0, self.erased_at, self.fresh]
+             len(self.path), moves, 0, self.erased_at, self.fresh, self.erased_op]
         )  # fmt: skip
 
     def _next_child(self) -> bool:
@@ -420,14 +427,14 @@ class Search:
         tl, model = self.tl, self.model
         while self.stack:
             frame = self.stack[-1]
-            i, state, mask, used, slots, n_inst, plen, moves, k, erased_at, fresh = frame
+            i, state, mask, used, slots, n_inst, plen, moves, k, erased_at, fresh, erased_op = frame
             while k < len(moves):
                 kind, x = moves[k]
                 k += 1
                 if kind == _MORE:
                     self._restore(i, slots, n_inst, plen)
                     self.state, self.mask, self.used = state, mask, used
-                    self.erased_at, self.fresh = erased_at, fresh
+                    self.erased_at, self.fresh, self.erased_op = erased_at, fresh, erased_op
                     moves.extend(self._more_moves())
                     continue
                 j = tl.inst_op[x] if kind == _INST else x
@@ -442,11 +449,12 @@ class Search:
                     continue
                 frame[8] = k
                 self._restore(i, slots, n_inst, plen)
-                if self.trace:
-                    self.path.append(op.id)
+                self.path.append(op.id)
+                self.path_before.append(erased_op if kind == _HIDE else None)
                 self.state = after
                 self.used = used | {x} if kind == _INST else used
                 self.erased_at = i if erases else erased_at
+                self.erased_op = op.id if erases else erased_op
                 new_mask = mask if kind == _INST else mask | (1 << tl.slot[j])
                 greedy = self._greedy(after, new_mask) if after != state else new_mask
                 self.mask = greedy
@@ -465,6 +473,21 @@ class Search:
         self.i, self.n_inst = i, n_inst
         self.slot_op[:] = slots
         del self.path[plen:]
+        del self.path_before[plen:]
+
+    def _order(self) -> list[int]:
+        """The path as a linearization: each hidden op just before the
+        erasing op it hides behind."""
+        hidden: dict[int, list[int]] = {}
+        for op_id, before in zip(self.path, self.path_before, strict=True):
+            if before is not None:
+                hidden.setdefault(before, []).append(op_id)
+        order: list[int] = []
+        for op_id, before in zip(self.path, self.path_before, strict=True):
+            if before is None:
+                order.extend(hidden.get(op_id, ()))
+                order.append(op_id)
+        return order
 
     def _shrink_memo(self) -> None:
         """Drop the older half of the memo (dicts keep insertion order)."""

@@ -24,7 +24,12 @@ class Timeline:
     """A partition's operations compiled into arrays the search walks."""
 
     def __init__(self, model: Model, ops: list[LinOp]) -> None:
-        checkers = [op for op in ops if op.known and not model.always_legal(op)]
+        # Ops whose legality depends on the state: known ones, and unknown
+        # ones that may fire only from some states (a cas needs its expected
+        # value, which an unknown write may be the only one to leave).
+        checkers = [
+            op for op in ops if not model.always_legal(op) and (op.known or not model.is_pure(op))
+        ]
         self.ops = [
             op
             for op in ops

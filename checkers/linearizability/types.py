@@ -43,6 +43,29 @@ class Unplaceable(msgspec.Struct, kw_only=True):
     states_truncated: bool = False
 
 
+class Witness(msgspec.Struct, kw_only=True):
+    """One partition's linearization: op ids in order, the state after each
+    (witness.py checks it)."""
+
+    key: Any
+    ops: list[int]
+    states: list[Any]
+
+
+class Counterexample(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A proven non-linearizable reduction of one key's operations (shrink.py)."""
+
+    key: Any
+    ops: list[LinOp]
+    # Ops of the failing partition it was shrunk from.
+    of_ops: int
+    # The cut: ops called after it are dropped, ops running at it unknown
+    # (None: no cut).
+    cut: int | None = None
+    # False when the deadline stopped the shrinking early.
+    complete: bool = True
+
+
 class PartitionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The verdict on one partition (one key, or the whole history)."""
 
@@ -61,6 +84,9 @@ class PartitionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     # For "unknown": how far the search got, as a count of return events.
     events_done: int = 0
     events_total: int = 0
+    # For a linearizable partition: op ids in linearization order (moved
+    # into LinResult.witness once the whole history is decided).
+    linearization: list[int] = []
 
 
 class LinResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -84,3 +110,8 @@ class LinResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     partition_results: list[PartitionResult] = []
     partitions_skipped: int = 0
     reason: str | None = None
+    # valid: per partition, the linearization and the state after each op
+    # (witness.py); `faultline verify` re-checks it in linear time.
+    witness: list[Witness] = []
+    # invalid: a small proven-failing reduction of the failing partition.
+    counterexample: Counterexample | None = None

@@ -195,10 +195,18 @@ def test_internal_error_is_one_line_unless_debugging(
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr("checkers.cli.check", broken)
+    monkeypatch.setattr("checkers.compose.check", broken)  # imported when the command runs
     run = _run_dir(tmp_path)
     assert main(["check", str(run)]) == 2
     assert "internal error: RuntimeError: boom" in _one_line_error(capsys)
     monkeypatch.setenv("FAULTLINE_DEBUG", "1")
     with pytest.raises(RuntimeError):
         main(["check", str(run)])
+
+
+def test_check_parser_names_every_registered_checker() -> None:
+    """The parser's checker names (kept apart for start-up) match the registry."""
+    from checkers.cli import CHECKER_NAMES
+    from checkers.compose import REGISTRY
+
+    assert set(CHECKER_NAMES) == set(REGISTRY)

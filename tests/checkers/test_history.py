@@ -121,3 +121,22 @@ def test_large_history_loads_fast(tmp_path: Path) -> None:
     elapsed = time.process_time() - started
     assert len(ops) == 50_000
     assert elapsed < 2.0, f"took {elapsed:.2f}s"
+
+
+def test_torn_last_line_is_skipped_with_a_note(tmp_path: Path) -> None:
+    """A last line cut short (no newline) is skipped when notes are kept."""
+    good = '{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "read"}\n'
+    path = _write(tmp_path, good + '{"index": 1, "time": 5, "proc')
+    notes: list[str] = []
+    assert len(load_history(path, notes)) == 1
+    assert "line 2 is torn" in notes[0]
+    with pytest.raises(HistoryError, match="line 2"):
+        load_history(path)  # without notes: refused, as before
+
+
+def test_corrupt_middle_line_is_refused_even_with_notes(tmp_path: Path) -> None:
+    """A bad line that is not the last one (it has its newline) is refused."""
+    good = '{"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "read"}\n'
+    path = _write(tmp_path, good + '{"index": 1, "ti\n' + good.replace('"index": 0', '"index": 2'))
+    with pytest.raises(HistoryError, match="line 2"):
+        load_history(path, [])

@@ -1,0 +1,133 @@
+"""`faultline verify RUN_DIR|results.json`: re-check a verdict's evidence.
+
+`faultline check` writes, with a `valid` linearizability verdict, a witness
+(per key, the linearization and the state after each op), and with an
+`invalid` one a counterexample (a few ops of one key, already not
+linearizable). This command reads the history again, rebuilds the ops the
+checker saw, and checks that evidence without trusting the checker:
+
+- a witness in one pass per key (linearizability/witness.py): every known
+  op placed once, real-time order kept, every step legal and leaving the
+  recorded state, and every key of the history covered;
+- a counterexample: that it is a reduction of the history that cannot make
+  a linearizable history fail (linearizability/shrink.py), then a search of
+  its few ops that finds no linearization.
+
+Exit 0 when the evidence holds, 1 when it does not, 2 when there is none
+to check or the input is bad.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+EXIT_OK, EXIT_REFUTED, EXIT_ERROR = 0, 1, 2
+# How long the search of a counterexample's few ops may take.
+_CEX_SEARCH_S = 30.0
+
+
+class VerifyError(ValueError):
+    """Nothing to verify, or results that cannot be read."""
+
+
+def add_parser(subparsers: Any) -> None:
+    """Registers the `verify` subcommand."""
+    p = subparsers.add_parser(
+        "verify",
+        help="re-check the linearizability witness or counterexample in results.json",
+        description=__doc__,
+    )
+    p.add_argument("path", metavar="RUN_DIR|results.json")
+    p.set_defaults(func=run)
+
+
+def _parts(figures: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(label, figures) per checked object: one, or register and metastore."""
+    if "model" in figures and ("witness" in figures or "valid" in figures):
+        return [("linearizable", figures)]
+    return [(f"linearizable/{name}", f) for name, f in figures.items() if isinstance(f, dict)]
+
+
+def _operations(label: str, operations: list[Any]) -> list[Any]:
+    """The operations the checker handed this part's search."""
+    from checkers.compose import _is_meta, _values_only  # SplitLinear's own split
+    from checkers.linear import model_ops
+
+    if label.endswith("/metastore"):
+        return [_values_only(op) for op in operations if _is_meta(op) and op.f != "range"]
+    if label.endswith("/register"):
+        return model_ops([op for op in operations if not _is_meta(op)])
+    return model_ops(operations)
+
+
+def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> str:
+    """One line saying what held; raises WitnessError or VerifyError."""
+    import msgspec
+
+    from checkers import linearizability as lin
+    from checkers.linearizability.check import partition, prepare
+    from checkers.linearizability.shrink import check_reduction, proves_failure
+    from checkers.linearizability.types import Counterexample, Witness
+    from checkers.linearizability.witness import WitnessError, verify
+
+    model = lin.MODELS.get(str(figures.get("model")))
+    if model is None:
+        raise VerifyError(f"{label}: unknown model {figures.get('model')!r}")
+    ops = prepare(lin.ops_from_history(_operations(label, operations), model), model)
+    parts = {repr(key): (key, part) for key, part in partition(ops, model)}
+    if figures.get("witness"):
+        witnesses = msgspec.convert(figures["witness"], list[Witness])
+        covered = {repr(w.key) for w in witnesses}
+        missing = [key for r, (key, _) in parts.items() if r not in covered]
+        if missing:
+            raise WitnessError(f"{label}: no linearization for key(s) {missing[:5]!r}")
+        for w in witnesses:
+            if repr(w.key) not in parts:
+                raise WitnessError(f"{label}: key {w.key!r} has no operations in the history")
+            verify(model, w.key, parts[repr(w.key)][1], w)
+        n = sum(len(w.ops) for w in witnesses)
+        return f"{label}: witness verified: {len(witnesses)} key(s), {n} ops linearized"
+    if figures.get("counterexample"):
+        cex = msgspec.convert(figures["counterexample"], Counterexample)
+        if repr(cex.key) not in parts:
+            raise WitnessError(f"{label}: key {cex.key!r} has no operations in the history")
+        cex.ops = prepare(cex.ops, model)
+        problem = check_reduction(model, parts[repr(cex.key)][1], cex)
+        if problem is not None:
+            raise WitnessError(f"{label}: counterexample is not a reduction: {problem}")
+        if not proves_failure(model, cex, _CEX_SEARCH_S):
+            raise WitnessError(f"{label}: the counterexample's ops have a linearization")
+        return (
+            f"{label}: counterexample verified: {len(cex.ops)} op(s) of key {cex.key!r} "
+            f"have no linearization"
+        )
+    raise VerifyError(f"{label}: results hold no witness or counterexample (verdict unknown?)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Verifies each linearizability verdict's evidence; see the module doc."""
+    from checkers.history import pair
+    from checkers.importers.formats import load_events
+    from checkers.linearizability.witness import WitnessError
+
+    path = Path(args.path)
+    results_path = path / "results.json" if path.is_dir() else path
+    try:
+        results = json.loads(results_path.read_text())
+        figures = results["checkers"]["linearizable"]["figures"]
+    except (KeyError, TypeError, json.JSONDecodeError) as exc:
+        raise VerifyError(f"{results_path}: no linearizability result to verify ({exc})") from None
+    history = results_path.parent / str(results.get("history") or "history.jsonl")
+    _, events = load_events(history, str(results.get("history_format") or "auto"), [])
+    operations = pair(events)
+    code = EXIT_OK
+    for label, part in _parts(figures):
+        try:
+            print(verify_part(label, part, operations))
+        except WitnessError as exc:
+            print(f"NOT VERIFIED: {exc}")
+            code = EXIT_REFUTED
+    return code

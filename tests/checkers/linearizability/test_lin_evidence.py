@@ -1,0 +1,175 @@
+"""Verifiable verdicts: witnesses for valid, counterexamples for invalid,
+and `faultline verify` re-checking both."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import msgspec
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from checkers.linearizability import MODELS, LinOp, check
+from checkers.linearizability.check import partition, prepare
+from checkers.linearizability.shrink import check_reduction, proves_failure
+from checkers.linearizability.synth import SynthSpec, synthesize
+from checkers.linearizability.types import Witness
+from checkers.linearizability.witness import WitnessError, verify
+from harness.cli import main
+
+DATA = Path(__file__).parent / "data"
+
+
+def _op(i: int, call: int, ret: int | None, f: str, **kw: object) -> LinOp:
+    return LinOp(id=i, process=i, call=call, ret=ret, f=f, key="k", known=ret is not None, **kw)  # type: ignore[arg-type]
+
+
+def test_witness_lists_ops_in_order_with_states() -> None:
+    """A valid verdict carries each key's linearization and states."""
+    ops = [_op(1, 0, 5, "write", input=1), _op(2, 1, 2, "read", output=None),
+           _op(3, 6, 7, "read", output=1)]  # fmt: skip
+    result = check(ops, "register")
+    assert result.valid is True
+    assert [(w.key, w.ops, w.states) for w in result.witness] == [("k", [2, 1, 3], [None, 1, 1])]
+
+
+def test_hidden_write_goes_just_before_the_write_that_hides_it() -> None:
+    """A write overwritten unseen is placed before the erasing write."""
+    ops = [_op(1, 0, 10, "write", input=1), _op(2, 1, 3, "write", input=2),
+           _op(3, 4, 5, "read", output=2), _op(4, 11, 12, "read", output=2)]  # fmt: skip
+    result = check(ops, "register")
+    assert result.valid is True
+    (w,) = result.witness
+    verify(MODELS["register"], "k", prepare(ops, MODELS["register"]), w)
+    assert w.ops.index(1) < w.ops.index(2)
+
+
+@pytest.mark.parametrize(
+    ("tamper", "message"),
+    [
+        (lambda w: (w.ops.insert(0, w.ops.pop(1)), w.states.insert(0, w.states.pop(1))), "ret"),
+        (lambda w: w.states.__setitem__(0, 99), "the witness says"),
+        (lambda w: (w.ops.pop(), w.states.pop()), "not placed"),
+        (lambda w: (w.ops.append(w.ops[0]), w.states.append(1)), "twice"),
+    ],
+)
+def test_a_tampered_witness_does_not_verify(tamper: object, message: str) -> None:
+    """Wrong order, state, a missing or a repeated op: each is caught."""
+    ops = [_op(1, 0, 1, "write", input=1), _op(2, 2, 3, "write", input=2),
+           _op(3, 4, 5, "read", output=2)]  # fmt: skip
+    model = MODELS["register"]
+    (w,) = check(ops, model).witness
+    bad = msgspec.structs.replace(w, ops=list(w.ops), states=list(w.states))
+    tamper(bad)  # type: ignore[operator]
+    with pytest.raises(WitnessError, match=message):
+        verify(model, "k", prepare(ops, model), bad)
+
+
+def test_counterexample_is_the_few_ops_that_fail() -> None:
+    """Reads and unobserved writes that do not matter are shrunk away."""
+    ops = [_op(1, 0, 1, "write", input=1), _op(2, 2, 3, "read", output=1),
+           _op(3, 4, 5, "write", input=3), _op(4, 6, 7, "read", output=1),
+           _op(5, 8, 9, "read", output=3), _op(6, 10, 11, "write", input=4)]  # fmt: skip
+    result = check(ops, "register")
+    assert result.valid is False
+    cex = result.counterexample
+    assert cex is not None
+    assert cex.complete
+    # write 3 then read 1: read 1 needs write 1 before write 3; all else goes.
+    assert sorted(op.id for op in cex.ops) == [1, 3, 4]
+    assert check_reduction(MODELS["register"], prepare(ops, MODELS["register"]), cex) is None
+    assert proves_failure(MODELS["register"], cex, 5.0)
+
+
+def test_an_unknown_cas_keeps_the_unknown_write_it_needs() -> None:
+    """An info put is observable through an info cas that expects it."""
+    ops = [LinOp(id=1, process=1, call=0, ret=None, f="put", key="k", input="a", known=False),
+           LinOp(id=2, process=2, call=1, ret=None, f="cas", key="k", input=("a", "b"),
+                 known=False),
+           LinOp(id=3, process=3, call=5, ret=6, f="get", key="k", output="b")]  # fmt: skip
+    assert check(ops, "kv").valid is True
+
+
+specs = st.builds(
+    SynthSpec,
+    model=st.sampled_from(["register", "cas-register", "kv"]),
+    ops=st.integers(2, 40),
+    keys=st.integers(1, 3),
+    clients=st.integers(1, 5),
+    info_rate=st.sampled_from([0.0, 0.1]),
+    values=st.sampled_from([3, 5]),
+    seed=st.integers(0, 2**32),
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs, st.data())
+def test_counterexamples_are_proven_reductions(spec: SynthSpec, data: st.DataObject) -> None:
+    """A failing history's counterexample is a sound reduction that fails."""
+    model = MODELS[spec.model]
+    ops = synthesize(spec, model)
+    reads = [i for i, op in enumerate(ops) if op.known and op.f in ("get", "read")]
+    if not reads:
+        return
+    i = data.draw(st.sampled_from(reads))
+    ops[i] = msgspec.structs.replace(ops[i], output="never written" if spec.model == "kv" else -1)
+    result = check(ops, model, time_limit_s=30, workers=1)
+    assert result.valid is False
+    cex = result.counterexample
+    assert cex is not None
+    part = {repr(k): v for k, v in partition(prepare(ops, model), model)}[repr(cex.key)]
+    assert len(cex.ops) <= len(part)
+    assert check_reduction(model, part, cex) is None
+    assert proves_failure(model, cex, 10.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(specs)
+def test_witnesses_of_generated_histories_verify(spec: SynthSpec) -> None:
+    """Every linearizable generated history's witness verifies key by key."""
+    model = MODELS[spec.model]
+    ops = prepare(synthesize(spec, model), model)
+    result = check(ops, model, time_limit_s=30, workers=1)
+    assert result.valid is True
+    parts = {repr(k): v for k, v in partition(ops, model)}
+    assert {repr(w.key) for w in result.witness} == set(parts)
+    for w in result.witness:
+        verify(model, w.key, parts[repr(w.key)], msgspec.convert(msgspec.to_builtins(w), Witness))
+
+
+def _checked(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / name
+    shutil.copyfile(DATA / "knossos" / name, path)
+    main(["check", str(path), "--checker", "linearizable"])
+    return tmp_path / "results.json"
+
+
+def test_verify_accepts_a_checked_runs_witness_and_rejects_a_forged_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`faultline verify` passes check's own witness; a swapped pair fails it."""
+    results_path = _checked(tmp_path, "memstress3-0.edn")
+    assert main(["verify", str(tmp_path)]) == 0
+    assert "witness verified" in capsys.readouterr().out
+    results = json.loads(results_path.read_text())
+    w = results["checkers"]["linearizable"]["figures"]["witness"][0]
+    w["ops"][0], w["ops"][-1] = w["ops"][-1], w["ops"][0]
+    results_path.write_text(json.dumps(results))
+    assert main(["verify", str(results_path)]) == 1
+    assert "NOT VERIFIED" in capsys.readouterr().out
+
+
+def test_verify_reruns_a_counterexample(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An invalid run's counterexample is re-checked; a padded one is refused."""
+    results_path = _checked(tmp_path, "rethink-fail-minimal.edn")
+    assert main(["verify", str(tmp_path)]) == 0
+    assert "counterexample verified" in capsys.readouterr().out
+    results = json.loads(results_path.read_text())
+    cex = results["checkers"]["linearizable"]["figures"]["counterexample"]
+    assert 1 <= len(cex["ops"]) <= 2  # the read of 3 (and at most the write it races)
+    cex["ops"] = [op for op in cex["ops"] if op["f"] != "read"]  # drop the impossible read
+    results_path.write_text(json.dumps(results))
+    assert main(["verify", str(results_path)]) == 1
