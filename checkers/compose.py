@@ -25,6 +25,7 @@ to the revisions checker too.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -34,13 +35,9 @@ import msgspec
 
 from checkers.api import Anomaly, CheckContext, Checker, CheckerResult, Validity, merge_validity
 from checkers.audit import load_audit
-from checkers.convergence import ConvergenceChecker
 from checkers.history import Event, Operation, load_history, pair
 from checkers.linear import LinearizabilityChecker
-from checkers.raft import RaftChecker
-from checkers.revisions import RevisionChecker
-from checkers.sim import SimInvariantsChecker
-from checkers.stats import MEMBERSHIP_FS, StatsChecker
+from checkers.stats import MEMBERSHIP_FS
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
 
@@ -93,14 +90,25 @@ class SplitLinear:
         )  # fmt: skip
 
 
+def _lazy(module: str, name: str) -> Callable[[], Checker]:
+    """A factory importing its checker's module only when a run selects it
+    (`faultline check` on a small history should not pay for the others)."""
+
+    def make() -> Checker:
+        checker: Checker = getattr(importlib.import_module(module), name)()
+        return checker
+
+    return make
+
+
 # name -> factory; a new checker is one line here.
 REGISTRY: dict[str, Callable[[], Checker]] = {
     "linearizable": SplitLinear,
-    "raft": RaftChecker,
-    "revisions": RevisionChecker,
-    "convergence": ConvergenceChecker,
-    "stats": StatsChecker,
-    "sim": SimInvariantsChecker,
+    "raft": _lazy("checkers.raft", "RaftChecker"),
+    "revisions": _lazy("checkers.revisions", "RevisionChecker"),
+    "convergence": _lazy("checkers.convergence", "ConvergenceChecker"),
+    "stats": _lazy("checkers.stats", "StatsChecker"),
+    "sim": _lazy("checkers.sim", "SimInvariantsChecker"),
 }
 # Checkers that need audit events; skipped by default on a bare history.
 NEEDS_AUDIT = frozenset({"raft", "convergence"})

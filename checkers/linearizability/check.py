@@ -24,7 +24,6 @@ Theory of operation
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import time
 from collections.abc import Iterable, Iterator
@@ -200,6 +199,8 @@ class _Runner:
             for key, ops in parts:
                 yield check_partition(self.model, key, ops, budget)
             return
+        import multiprocessing  # late: most checks never start a pool
+
         if self._pool is None:
             self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
         tasks = [(self.model, c, budget) for c in _chunks(parts, self.workers * 8)]
