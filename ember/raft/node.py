@@ -149,7 +149,19 @@ class RawNode:
                     return
                 self._emit_vote_request(msg)
             is_leader_msg = isinstance(msg, AppendEntries | InstallSnapshot | TimeoutNow)
+            # A follower that refuses a candidate's vote keeps its election timer
+            # (only a leader's message or a vote granted resets it, Raft §5.2).
+            # Reset on every RequestVote, a voter with the longer log never timed
+            # out while a candidate with a stale log kept asking (L2, sim seed 10:
+            # a two-voter group without a leader for 2.6 s after the heal).
+            keep = self.role == "follower" and isinstance(msg, RequestVote)
+            elapsed, timeout = self._election_elapsed, self._timeout
             self._become_follower(msg.term, msg.src if is_leader_msg else None, "higher-term")
+            if keep:
+                self._dispatch(msg)
+                if self.vote != msg.src:
+                    self._election_elapsed, self._timeout = elapsed, timeout
+                return
         elif msg.term < self.term:
             elec.reply_stale(self, msg)
             return

@@ -112,6 +112,21 @@ def test_request_vote_outside_the_lease_is_granted():
     assert n2.vote == "n3"
 
 
+def test_a_refused_candidate_does_not_reset_the_voters_election_timer():
+    """Raft 5.2: only a leader's message or a granted vote resets the timer. A voter
+    that takes a stale candidate's higher term and refuses it keeps counting, so
+    the voter with the longer log campaigns in time (sim seed 10: a stale candidate
+    asking every timeout kept a two-voter group leaderless for 2.6 s)."""
+    net = Net(["n1", "n2", "n3"])
+    net.elect("n1")
+    n2 = net.nodes["n2"]
+    n2._election_elapsed = 12  # no word from n1 for longer than the lease
+    n2.step(RequestVote(group="g", src="n3", dst="n2", term=5, last_index=0, last_term=0))
+    assert (n2.term, n2.vote, n2._election_elapsed) == (5, None, 12)
+    n2.step(RequestVote(group="g", src="n1", dst="n2", term=6, last_index=9, last_term=1))
+    assert (n2.term, n2.vote, n2._election_elapsed) == (6, "n1", 0)
+
+
 def test_leader_steps_down_without_a_quorum():
     """A leader cut off from every follower steps down after an election timeout."""
     net = Net(["n1", "n2", "n3"])
