@@ -63,6 +63,17 @@ def _operations(label: str, operations: list[Any]) -> list[Any]:
     return model_ops(operations)
 
 
+def _same_ops(shown: list[Any], history: list[Any]) -> str | None:
+    """Whether each op shown is the history's op of the same id, unchanged."""
+    import msgspec
+
+    by_id = {op.id: op for op in history}
+    for op in shown:
+        if op.id not in by_id or msgspec.to_builtins(by_id[op.id]) != msgspec.to_builtins(op):
+            return f"op {op.id} is not the history's"
+    return None
+
+
 def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> str:
     """One line saying what held; raises WitnessError or VerifyError."""
     import msgspec
@@ -70,6 +81,7 @@ def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> s
     from checkers import linearizability as lin
     from checkers.linearizability.check import partition, prepare
     from checkers.linearizability.shrink import check_reduction, proves_failure
+    from checkers.linearizability.stale import check_stale
     from checkers.linearizability.types import Counterexample, Witness
     from checkers.linearizability.witness import WitnessError, verify
 
@@ -95,7 +107,21 @@ def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> s
         if repr(cex.key) not in parts:
             raise WitnessError(f"{label}: key {cex.key!r} has no operations in the history")
         cex.ops = prepare(cex.ops, model)
-        problem = check_reduction(model, parts[repr(cex.key)][1], cex)
+        part_ops = parts[repr(cex.key)][1]
+        if cex.stale_read is not None:
+            shown = {op.id for op in cex.ops}
+            problem = (
+                _same_ops(cex.ops, part_ops)
+                or (None if set(cex.stale_read) <= shown else "the read or overwrite not shown")
+                or check_stale(model, part_ops, *cex.stale_read)
+            )
+            if problem is not None:
+                raise WitnessError(f"{label}: stale read not proven: {problem}")
+            return (
+                f"{label}: counterexample verified: read {cex.stale_read[0]} of key {cex.key!r} "
+                f"is certainly stale ({len(cex.ops)} ops shown)"
+            )
+        problem = check_reduction(model, part_ops, cex)
         if problem is not None:
             raise WitnessError(f"{label}: counterexample is not a reduction: {problem}")
         if not proves_failure(model, cex, _CEX_SEARCH_S):

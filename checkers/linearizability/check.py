@@ -29,14 +29,16 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from checkers.linearizability.models import Model
+from checkers.linearizability.models import Model, _written
 from checkers.linearizability.search import STEP_LIMIT, Budget, OutOfBudgetError, Search
-from checkers.linearizability.shrink import shrink
+from checkers.linearizability.shrink import shrink, stale_counterexample
+from checkers.linearizability.stale import StaleRead, find_stale_read
 from checkers.linearizability.types import (
     Counterexample,
     LinOp,
     LinResult,
     PartitionResult,
+    Unplaceable,
     Validity,
     Witness,
 )
@@ -128,6 +130,9 @@ def check_partition(
 ) -> PartitionResult:
     """Search one partition; a budget overrun becomes an "unknown" verdict."""
     start = time.monotonic()
+    stale = find_stale_read(model, ops)
+    if stale is not None:
+        return _stale_result(model, key, ops, stale, time.monotonic() - start)
     search: Search | None = None
     try:
         search = Search(model, ops, budget, trace=trace)
@@ -148,6 +153,22 @@ def check_partition(
         linearized_prefix=out.prefix, unplaceable=out.unplaceable,
         events_done=out.events_done, events_total=len(search.tl.kind),
         linearization=out.order if out.valid is True else [],
+    )  # fmt: skip
+
+
+def _stale_result(
+    model: Model, key: Any, ops: list[LinOp], stale: StaleRead, elapsed_s: float
+) -> PartitionResult:
+    """The verdict on a partition with a certainly-stale read (stale.py)."""
+    r, y = stale.read, stale.overwriter
+    proof = (
+        f"read {r.id} returned {r.output!r}, but op {y.id} wrote {_written(y)!r} after every "
+        f"op that could write {r.output!r} before it ({[w.id for w in stale.writers]}) had "
+        f"returned, and returned before read {r.id} was called"
+    )
+    return PartitionResult(
+        key=key, valid=False, ops=len(ops), elapsed_s=elapsed_s, proof=proof,
+        unplaceable=[Unplaceable(op=r, states_before=[model.describe(_written(y))])],
     )  # fmt: skip
 
 
@@ -316,6 +337,9 @@ def _shrink(
     at most: a counterexample found by then is proven, if not minimal."""
     ops = next(ops for key, ops in parts if key == failed.key)
     now = time.monotonic()
+    stale = find_stale_read(model, ops) if failed.proof is not None else None
+    if stale is not None:
+        return stale_counterexample(failed.key, ops, stale)
     return shrink(
         model, failed.key, ops, min(now + _SHRINK_MAX_S, max(deadline, now + _SHRINK_MIN_S))
     )
@@ -326,6 +350,8 @@ def _explain(
     deadline: float, max_memo: int, memory_limit_mb: int,
 ) -> PartitionResult:  # fmt: skip
     """Re-run a failing partition with tracing to collect its report data."""
+    if failed.proof is not None:
+        return failed  # proven without a search: the proof is the report
     ops = next(ops for key, ops in parts if key == failed.key)
     budget = Budget(max(deadline, time.monotonic() + 5.0), max_memo, memory_limit_mb * 2**20)
     traced = check_partition(model, failed.key, ops, budget, trace=True)

@@ -33,6 +33,7 @@ import msgspec
 
 from checkers.linearizability.models import Model
 from checkers.linearizability.search import Budget, OutOfBudgetError, Search
+from checkers.linearizability.stale import StaleRead
 from checkers.linearizability.types import Counterexample, LinOp
 
 _PROBE_MEMO = 200_000  # memo cap of one probe search
@@ -106,6 +107,20 @@ def shrink(model: Model, key: Any, ops: list[LinOp], deadline: float) -> Counter
         if not changed:
             chunk = max(1, chunk // 2)
     return Counterexample(key=key, ops=current, of_ops=len(ops), cut=t, complete=complete)
+
+
+def stale_counterexample(key: Any, ops: list[LinOp], stale: StaleRead) -> Counterexample:
+    """The counterexample of a certainly-stale read: the read, the op that
+    overwrote its value, and the ops that could write that value before it.
+    They fail on their own by the same rule, and the rule holding on the
+    whole partition (`stale.check_stale`) proves the partition fails."""
+    keep = {stale.read.id, stale.overwriter.id, *(w.id for w in stale.writers)}
+    return Counterexample(
+        key=key,
+        ops=[op for op in ops if op.id in keep],
+        of_ops=len(ops),
+        stale_read=[stale.read.id, stale.overwriter.id],
+    )
 
 
 def check_reduction(model: Model, ops: list[LinOp], cex: Counterexample) -> str | None:

@@ -64,6 +64,10 @@ class Counterexample(msgspec.Struct, kw_only=True, omit_defaults=True):
     cut: int | None = None
     # False when the deadline stopped the shrinking early.
     complete: bool = True
+    # A stale read (stale.py) proves it without a search: [read id,
+    # overwriting op id]; the ops are the read, the overwriter and every op
+    # that could write the value read before the read returned.
+    stale_read: list[int] | None = None
 
 
 class PartitionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
@@ -84,6 +88,8 @@ class PartitionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     # For "unknown": how far the search got, as a count of return events.
     events_done: int = 0
     events_total: int = 0
+    # For a violation found without a search (stale.py): why it is certain.
+    proof: str | None = None
     # For a linearizable partition: op ids in linearization order (moved
     # into LinResult.witness once the whole history is decided).
     linearization: list[int] = []

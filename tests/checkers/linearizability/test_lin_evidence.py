@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import msgspec
@@ -14,7 +15,9 @@ from hypothesis import strategies as st
 
 from checkers.linearizability import MODELS, LinOp, check
 from checkers.linearizability.check import partition, prepare
+from checkers.linearizability.search import Budget, Search
 from checkers.linearizability.shrink import check_reduction, proves_failure
+from checkers.linearizability.stale import check_stale, find_stale_read
 from checkers.linearizability.synth import SynthSpec, synthesize
 from checkers.linearizability.types import Witness
 from checkers.linearizability.witness import WitnessError, verify
@@ -173,3 +176,47 @@ def test_verify_reruns_a_counterexample(tmp_path: Path, capsys: pytest.CaptureFi
     cex["ops"] = [op for op in cex["ops"] if op["f"] != "read"]  # drop the impossible read
     results_path.write_text(json.dumps(results))
     assert main(["verify", str(results_path)]) == 1
+
+
+reg_specs = st.builds(
+    SynthSpec,
+    model=st.sampled_from(["register", "cas-register"]),
+    ops=st.integers(2, 80),
+    keys=st.just(1),
+    clients=st.integers(1, 8),
+    info_rate=st.sampled_from([0.0, 0.1, 0.3]),
+    values=st.sampled_from([2, 3, 5]),
+    seed=st.integers(0, 2**32),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(reg_specs)
+def test_no_stale_read_is_claimed_in_a_linearizable_history(spec: SynthSpec) -> None:
+    """The stale-read rule never fires on a history that is linearizable."""
+    model = MODELS[spec.model]
+    ops = prepare(synthesize(spec, model), model)
+    assert find_stale_read(model, ops) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(reg_specs, st.data())
+def test_a_claimed_stale_read_is_one_the_search_cannot_place(
+    spec: SynthSpec, data: st.DataObject
+) -> None:
+    """Wherever the rule fires (on histories with a read changed at random),
+    the plain search agrees the history is not linearizable."""
+    model = MODELS[spec.model]
+    ops = synthesize(spec, model)
+    reads = [i for i, op in enumerate(ops) if op.known and op.f == "read"]
+    if not reads:
+        return
+    i = data.draw(st.sampled_from(reads))
+    ops[i] = msgspec.structs.replace(ops[i], output=data.draw(st.sampled_from([None, 0, 1, 2])))
+    ops = prepare(ops, model)
+    stale = find_stale_read(model, ops)
+    if stale is None:
+        return
+    budget = Budget(time.monotonic() + 30, 1_000_000, 0)
+    assert Search(model, ops, budget, trace=False).run().valid is False
+    assert check_stale(model, ops, stale.read.id, stale.overwriter.id) is None
