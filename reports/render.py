@@ -205,6 +205,13 @@ def _violation_sections(data: RunData) -> str:
             f'"{c["unplaceable"]}" data-concurrent="{c["concurrent"]}"><h2>'
             f"Linearizability violation</h2>{body}</section>"
         )
+    cex = (lin or {}).get("figures", {}).get("counterexample") if lin else None
+    if lin is not None and lin.get("valid") is False and isinstance(cex, dict):
+        body, n = violation.counterexample_html(cex)
+        out.append(
+            f'<section id="counterexample" data-ops="{n}"><h2>Minimal counterexample</h2>'
+            f"{body}</section>"
+        )
     body, total = violation.anomalies_html(data)
     if total:
         out.append(

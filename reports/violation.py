@@ -76,7 +76,12 @@ def _classify(rows: list[dict[str, Any]], failure: dict[str, Any]) -> dict[int, 
     return kinds
 
 
-def _svg(rows: list[dict[str, Any]], kinds: dict[int, str], order: dict[int, int]) -> str:
+def _svg(
+    rows: list[dict[str, Any]],
+    kinds: dict[int, str],
+    order: dict[int, int],
+    svg_id: str = "lin-svg",
+) -> str:
     end = max((r["ret"] or r["call"] for r in rows), default=0) + 1
     # Ops of unknown outcome stay open to the end of the history; clip the
     # drawing to the stretch around the prefix tail and the unplaceable op.
@@ -93,7 +98,7 @@ def _svg(rows: list[dict[str, Any]], kinds: dict[int, str], order: dict[int, int
     rank = {p: n for n, p in enumerate(ticks)}
     scale = (WIDTH_PX - LEFT_PX - 10) / max(1, len(ticks) - 1)
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" id="lin-svg" width="{WIDTH_PX}" '
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="{svg_id}" width="{WIDTH_PX}" '
         f'height="{ROW_PX * len(procs) + 30}" font-family="sans-serif" font-size="11">'
     ]
     for row, proc in enumerate(procs):
@@ -118,7 +123,53 @@ def _svg(rows: list[dict[str, Any]], kinds: dict[int, str], order: dict[int, int
     return "".join(parts)
 
 
-_COLORS = {"unplaceable": "#d62728", "prefix": "#2ca02c", "concurrent": "#ff7f0e"}
+_COLORS = {
+    "unplaceable": "#d62728",
+    "prefix": "#2ca02c",
+    "concurrent": "#ff7f0e",
+    "counterexample": "#6a51a3",
+}
+
+
+def counterexample_html(cex: dict[str, Any]) -> tuple[str, int]:
+    """The minimal counterexample (linearizability/shrink.py) drawn as bars,
+    with what proves it; (html, number of ops)."""
+    ops = [op for op in cex.get("ops") or [] if isinstance(op, dict)]
+    stale = cex.get("stale_read") or []
+    rows: list[dict[str, Any]] = [
+        {
+            "id": op.get("id"),
+            "process": op.get("process"),
+            "call": op.get("call"),
+            "ret": op.get("ret") if op.get("known", True) else None,
+            "label": f"{op.get('f')} {json.dumps(op.get('input'))}"
+            + (f" → {json.dumps(op.get('output'))}" if op.get("output") is not None else ""),
+        }
+        for op in ops
+    ]
+    kinds: dict[int, str] = {
+        r["id"]: "unplaceable" if stale[:1] == [r["id"]] else "counterexample" for r in rows
+    }
+    if stale:
+        why = (
+            f"read {stale[0]} is certainly stale: op {stale[1]} overwrote every op that could "
+            "have written the value it returned, before the read was called"
+        )
+    else:
+        why = (
+            "these operations alone have no linearization, and they come from the failing key "
+            "by changes that cannot make a linearizable history fail (a cut in time, reads and "
+            "unobserved writes dropped)"
+            + ("" if cex.get("complete", True) else "; shrinking stopped at its time limit")
+        )
+    head = (
+        f"<p>{len(rows)} of the {cex.get('of_ops')} operations of key "
+        f"<code>{_ESC(repr(cex.get('key')))}</code>: {_ESC(why)}. "
+        "<code>faultline verify</code> re-checks this.</p>"
+    )
+    if not rows:
+        return head, 0
+    return head + f'<div class="scroll">{_svg(rows, kinds, {}, "cex-svg")}</div>', len(rows)
 
 
 def linearizability_svg(data: RunData, failure: dict[str, Any]) -> tuple[str, dict[str, int]]:

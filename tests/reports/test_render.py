@@ -73,6 +73,17 @@ def test_invalid_run_draws_the_failing_partition(store: Path) -> None:
     assert f'class="lin-op lin-unplaceable" data-op="{bad_id}"' in page
 
 
+def test_invalid_run_draws_its_minimal_counterexample(store: Path) -> None:
+    """The counterexample's few ops are drawn, the impossible read in red."""
+    run = _runs(store)[1]
+    results = msgspec.json.decode((run / "results.json").read_bytes())
+    cex = results["checkers"]["linearizable"]["figures"]["counterexample"]
+    page = render_html(load_run_data(run))
+    assert _attr(page, "counterexample", "ops") == str(len(cex["ops"]))
+    assert 'id="cex-svg"' in page
+    assert "faultline verify" in page
+
+
 def test_large_history_is_windowed_and_says_so(tmp_path: Path) -> None:
     """Past the budget the timeline draws windows and the page names what it left out."""
     run = make_run(tmp_path, seed=3, ops=figures.TIMELINE_BUDGET * 2, valid=False)
