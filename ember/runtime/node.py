@@ -147,6 +147,10 @@ class NodeRuntime:
         ]
         self._inbox = deque()
         self._ticks = 0
+        # Groups that may have work since the loop last looked (a step, a tick,
+        # a call, a round): only these are asked for a Ready, in `groups` order.
+        # All of them at first: a restarted group has its log to apply.
+        self._touched: dict[GroupId, None] = dict.fromkeys(self.groups)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
@@ -329,6 +333,7 @@ class NodeRuntime:
             return False
         self.groups[group_id] = group
         self.audit.record(replica_event("replica-started", group, reason), group_id)
+        self._touched[group_id] = None
         self._wake.set()
         return True
 
@@ -349,32 +354,51 @@ class NodeRuntime:
         while True:
             await self._wake.wait()
             self._wake.clear()
-            self._drain()
-            self._serve_reads()
-            readies = [(g, g.raw.ready()) for g in self.groups.values() if g.raw.has_ready()]
+            self._touched.update(self._drain())
+            work = self._take_touched()
+            self._serve_reads(work)
+            readies = [(g, g.raw.ready()) for g in work if g.raw.has_ready()]
             if not readies:
                 continue
             await self._round(readies)
             self.rounds += 1
-            self._serve_reads()
             # Advancing may leave more work (e.g. entries committed meanwhile).
+            self._touched.update(dict.fromkeys(g.id for g, _ in readies))
+            self._serve_reads([g for g in self.groups.values() if g.id in self._touched])
             self._wake.set()
 
-    def _serve_reads(self) -> None:
+    def _take_touched(self) -> list[Group]:
+        """The hosted groups touched since the last call, in `groups` order.
+
+        Asking only these for a Ready is what keeps a wake-up for one message
+        from costing a scan of every group; a group nobody touched has nothing
+        new (its Raft core changes only by step, tick, call or round).
+        """
+        touched, self._touched = self._touched, {}
+        if len(touched) >= len(self.groups):
+            return list(self.groups.values())
+        return [g for g in self.groups.values() if g.id in touched]
+
+    def _serve_reads(self, groups: list[Group]) -> None:
         # Reads of this drain get one read index per group; applied ones are answered.
-        for group in self.groups.values():
+        for group in groups:
             if group.has_reads:
                 group.start_reads()
                 group.serve_reads()
 
-    def _drain(self) -> None:
+    def _drain(self) -> dict[GroupId, None]:
+        """Step the queued ticks, messages and calls; returns the groups they touched."""
+        touched: dict[GroupId, None] = {}
         ticks, self._ticks = self._ticks, 0
+        if ticks:
+            touched.update(dict.fromkeys(self.groups))
         for _ in range(ticks):
             for group in self.groups.values():
                 group.raw.tick()
         while self._inbox:
             item = self._inbox.popleft()
             if isinstance(item, Proposal | PendingRead):
+                touched[item.group_id] = None
                 try:
                     item.run(self._hosted(item.group_id))
                 except Exception as exc:  # handed to the caller
@@ -384,6 +408,7 @@ class NodeRuntime:
                 group_id, fn, fut = item
                 if fut.done():
                     continue  # the caller gave up (timeout): do not run it now
+                touched[group_id] = None
                 try:
                     fut.set_result(fn(self._hosted(group_id)))
                 except Exception as exc:  # handed to the caller
@@ -393,7 +418,9 @@ class NodeRuntime:
                 if target is None:
                     self.dropped_stopped += 1  # stopped after the message was queued
                     continue
+                touched[item.group] = None
                 target.raw.step(item)
+        return touched
 
     async def _round(self, readies: list[tuple[Group, Ready]]) -> None:
         self._maybe_crash("before-persist")
@@ -412,7 +439,8 @@ class NodeRuntime:
                 self._record_applied(group, group.apply_entries(group.durable_committed(rd)))
             started = time.perf_counter()
             await self._while_syncing(
-                asyncio.get_running_loop().run_in_executor(self._syncer, self.store.commit)
+                asyncio.get_running_loop().run_in_executor(self._syncer, self.store.commit),
+                [group for group, _ in readies],
             )
             self.sync_s += time.perf_counter() - started
             self.syncs += 1
@@ -434,7 +462,7 @@ class NodeRuntime:
                 observer.on_status(self.id, group.id, group.raw.status())
         self._maybe_crash("after-apply")
 
-    async def _while_syncing(self, sync: asyncio.Future[int]) -> None:
+    async def _while_syncing(self, sync: asyncio.Future[int], rounding: list[Group]) -> None:
         """Keep the groups moving while the round's fsync runs; return when it is done.
 
         Messages, ticks and calls are stepped into the RawNodes as they come
@@ -448,12 +476,18 @@ class NodeRuntime:
         whole fsync later.
         """
         sync.add_done_callback(lambda _: self._wake.set())
+        # Whose reads or durable entries may move: the round's groups (they
+        # applied what was durable before it) and those stepped since.
+        moving = dict.fromkeys(g.id for g in rounding)
         while not sync.done():
             await self._wake.wait()
             self._wake.clear()
-            self._drain()
-            self._serve_reads()
-            for group in self.groups.values():
+            touched = self._drain()
+            self._touched.update(touched)
+            moving.update(touched)
+            groups = [g for g in self.groups.values() if g.id in moving]
+            self._serve_reads(groups)
+            for group in groups:
                 self._record_applied(group, group.apply_durable())
         self._wake.set()  # what the steps left for the next round
         sync.result()
