@@ -100,5 +100,16 @@ class LinearizabilityChecker:
             valid=result.valid,
             anomalies=anomalies,
             figures=figures,
-            error=result.reason if result.valid == "unknown" else None,
+            error=_undecided(result) if result.valid == "unknown" else None,
         )
+
+
+def _undecided(result: Any) -> str:
+    """Why a check is unknown: which keys ran out of budget, how far each got."""
+    parts = [
+        f"key {r.key!r}: {r.reason or 'undecided'} after {r.events_done}/{r.events_total} events"
+        for r in result.partition_results
+        if r.valid == "unknown"
+    ]
+    shown = "; ".join(parts[:5]) + (f"; and {len(parts) - 5} more keys" if len(parts) > 5 else "")
+    return "; ".join(x for x in (result.reason, shown) if x) or "undecided"

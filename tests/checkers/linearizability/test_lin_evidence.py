@@ -223,3 +223,19 @@ def test_a_claimed_stale_read_is_one_the_search_cannot_place(
     budget = Budget(time.monotonic() + 30, 1_000_000, 0)
     assert Search(model, ops, budget, trace=False).run().valid is False
     assert check_stale(model, ops, stale.read.id, stale.overwriter.id) is None
+
+
+def test_unknown_names_the_keys_out_of_budget_and_how_far_they_got() -> None:
+    """An undecided check says which keys ran out and how far each search got."""
+    from checkers.linear import _undecided
+    from checkers.linearizability.types import LinResult, PartitionResult
+
+    result = LinResult(
+        valid="unknown", model="kv", ops=9, partitions=2, states_explored=5, cache_size=1,
+        elapsed_s=1.0, partition_results=[
+            PartitionResult(key="a", valid=True, ops=4),
+            PartitionResult(key="b", valid="unknown", ops=5, reason="time limit reached",
+                            events_done=6, events_total=10),
+        ],
+    )  # fmt: skip
+    assert _undecided(result) == "key 'b': time limit reached after 6/10 events"
