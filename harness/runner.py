@@ -138,6 +138,8 @@ def _generators(
             mode=str(plan.options.get("nemesis_mode", "both")),
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
+            only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
+            targets=plan.options.get("nemesis_targets"),
         )  # fmt: skip
     return system.generators(plan, db, gens)
 

@@ -48,7 +48,7 @@ a fault must land inside the window, not after it.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 from nemesis.targets import ROLE_TARGETS
@@ -97,6 +97,8 @@ class NemesisSchedule(Generator):
         phases: Sequence[str] = DEFAULT_PHASES,
         max_faults: int | None = None,
         targets: Sequence[str] | None = None,
+        only: Sequence[str] | None = None,
+        keep: Collection[int] | None = None,
     ) -> None:
         bad = sorted(set(kinds) - set(FAULT_KINDS))
         if bad:
@@ -114,6 +116,17 @@ class NemesisSchedule(Generator):
         self.phase_rng = random.Random(rng.getrandbits(64))
         mix = MIX in kinds
         self.kinds = list(PRIMITIVES) if mix else list(kinds)
+        if only is not None:  # swarm testing: this run's subset of the kinds
+            bad = sorted(set(only) - set(PRIMITIVES))
+            if bad or not only:
+                what = repr(bad[0]) if bad else "(none given)"
+                raise ValueError(f"unknown fault kind {what}; known: {', '.join(PRIMITIVES)}")
+            self.kinds = [k for k in self.kinds if k in only]
+        # Shrinking: the numbers (1, 2, ...) of the faults to apply; the others
+        # are drawn all the same and skipped, so each kept fault is the one
+        # the full schedule had (same kind, target, seed, duration).
+        self.keep = frozenset(keep) if keep is not None else None
+        self.skipped = 0
         self.mode = mode
         self.groupings: tuple[str, ...] = MIX_GROUPINGS if mix else GROUPINGS
         self.targets: tuple[str, ...] = MIX_TARGETS if mix else TARGETS
@@ -159,9 +172,19 @@ class NemesisSchedule(Generator):
         if self.mode != "periodic":
             trigger = self._due_trigger(now)
             if trigger is not None:
-                return self._emit(self._fault(trigger), now)
+                return self._start(self._fault(trigger), now)
         if self.mode != "phase" and now >= self.next_ns:
-            return self._emit(self._fault(None), now)
+            return self._start(self._fault(None), now)
+        return PENDING
+
+    def _start(self, fault: Op, now: int) -> Result:
+        if self.keep is None or self.faults in self.keep:
+            return self._emit(fault, now)
+        # Skipped: the streams move as if it had been applied and healed at once.
+        self.skipped += 1
+        if self.phases:
+            self.wanted = self.phase_rng.choice(self.phases)
+        self.next_ns = now + self._gap()
         return PENDING
 
     def _due_trigger(self, now: int) -> dict[str, Any] | None:
