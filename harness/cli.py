@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 # Modules exposing add_parser(subparsers), in the order `--help` lists them.
 COMMANDS = (
     "harness.commands_run",
+    "harness.commands_explore",
     "checkers.cli",
     "checkers.verify_cli",
     "harness.nightly",

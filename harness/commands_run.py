@@ -154,7 +154,28 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
 def add_parser(subparsers: Any) -> None:
     """Registers `faultline run` and `faultline replay`."""
     p = subparsers.add_parser("run", help="run a test against a cluster and check it")
-    p.add_argument("--backend", choices=plans.BACKENDS, default="docker")
+    add_plan_flags(p, default_backend=None)
+    p.add_argument("--seed", type=int, help="root seed (default: random, printed first)")
+    p.add_argument("--test-count", type=_positive(int, "--test-count"), default=1)
+    p.add_argument("--plan", type=Path, metavar="FILE",
+                   help="run this plan file (test.json, or what `faultline shrink` wrote); "
+                   "--backend, --store and --no-progress still apply, other plan flags "
+                   "are refused")  # fmt: skip
+    p.add_argument("--attempts", type=_positive(int, "--attempts"), default=1,
+                   help="with --plan: run it N times and say how many reproduce its verdict")
+    p.add_argument("--leave-running", action="store_true", help="keep the cluster up")
+    p.set_defaults(func=_run_cmd)
+    r = subparsers.add_parser("replay", help="run a stored run's plan (same seed) again")
+    r.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    r.add_argument("--store", type=Path, help="run store root (default: the run's own)")
+    r.add_argument("--leave-running", action="store_true")
+    r.add_argument("--no-progress", action="store_true")
+    r.set_defaults(func=_replay_cmd)
+
+
+def add_plan_flags(p: argparse.ArgumentParser, default_backend: str | None) -> None:
+    """The flags that describe a plan (`faultline run` and `faultline explore`)."""
+    p.add_argument("--backend", choices=plans.BACKENDS, default=default_backend)
     p.add_argument("--nodes", type=_positive(int, "--nodes"), default=5, help="node count")
     p.add_argument("--hosts", type=Path, help="ssh backend: file naming one host a line")
     p.add_argument("--db", choices=tuple(SYSTEMS), default="ember", help="database under test")
@@ -180,19 +201,9 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--concurrency", type=_positive(int, "--concurrency"), default=10)
     p.add_argument("--rate", type=_positive(float, "--rate"), default=50.0, metavar="OPS/S")
     p.add_argument("--keys", type=_positive(int, "--keys"), help="register keys (default 40)")
-    p.add_argument("--seed", type=int, help="root seed (default: random, printed first)")
-    p.add_argument("--test-count", type=_positive(int, "--test-count"), default=1)
     p.add_argument("--name", help="test name in the store (default from the workload)")
-    p.add_argument("--leave-running", action="store_true", help="keep the cluster up")
     p.add_argument("--store", type=Path, default=DEFAULT_ROOT, help="run store root")
     p.add_argument("--no-progress", action="store_true", help="no live progress display")
-    p.set_defaults(func=_run_cmd)
-    r = subparsers.add_parser("replay", help="run a stored run's plan (same seed) again")
-    r.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    r.add_argument("--store", type=Path, help="run store root (default: the run's own)")
-    r.add_argument("--leave-running", action="store_true")
-    r.add_argument("--no-progress", action="store_true")
-    r.set_defaults(func=_replay_cmd)
 
 
 def _one(
@@ -234,7 +245,62 @@ def _worst(codes: list[int]) -> int:
     return EXIT_UNKNOWN if any(codes) else 0
 
 
+# `faultline run` flags that describe a plan, with their defaults: with --plan
+# the file describes it, and a flag that would change it is refused.
+_PLAN_FLAG_DEFAULTS = {
+    "nodes": 5, "hosts": None, "db": "ember", "workload": None, "nemesis": "mix",
+    "nemesis_mode": "both", "nemesis_phases": None, "failpoint": None, "db_setting": None,
+    "time_limit": 60.0, "quiet_period": 5.0, "concurrency": 10, "rate": 50.0, "keys": None,
+    "seed": None, "test_count": 1, "name": None,
+}  # fmt: skip
+
+
+def _plan_file_cmd(args: argparse.Namespace) -> int:
+    given = [f"--{k.replace('_', '-')}" for k, v in _PLAN_FLAG_DEFAULTS.items()
+             if getattr(args, k) != v]  # fmt: skip
+    if given:
+        raise CliError(f"--plan FILE describes the run; {', '.join(given)} would change it "
+                       "(edit the file instead)")  # fmt: skip
+    try:
+        plan = plans.load(args.plan)
+    except plans.PlanError as exc:
+        raise CliError(str(exc)) from None
+    if args.backend is not None and args.backend != plan.backend:
+        if args.backend == "ssh":
+            raise CliError("--plan with --backend ssh needs the hosts in the plan file")
+        plan = msgspec.structs.replace(plan, backend=args.backend)
+    expect = plan.options.get("expect")
+    codes, reproduced = [], 0
+    for attempt in range(args.attempts):
+        if args.attempts > 1:
+            print(f"attempt {attempt + 1} of {args.attempts}", flush=True)
+        outcome = _one(plan, args.store, args)
+        codes.append(outcome.exit_code)
+        reproduced += _reproduces(outcome, expect)
+    if args.attempts > 1 or expect:
+        what = (f"{expect['checker']} ({expect['rule']})" if expect
+                else "an invalid verdict")  # fmt: skip
+        print(f"reproduced {what} in {reproduced} of {args.attempts} attempts "
+              f"({plan.backend})")  # fmt: skip
+    return _worst(codes)
+
+
+def _reproduces(outcome: RunOutcome, expect: dict[str, str] | None) -> bool:
+    if expect is None:
+        return outcome.result.valid is False
+    checker = outcome.result.checkers.get(expect["checker"])
+    if checker is None or checker.valid is not False:
+        return False
+    kinds = [a.kind for a in checker.anomalies] or ["invalid"]
+    return expect["rule"] in kinds
+
+
 def _run_cmd(args: argparse.Namespace) -> int:
+    if args.plan is not None:
+        return _plan_file_cmd(args)
+    if args.attempts != 1:
+        raise CliError("--attempts needs --plan FILE")
+    args.backend = args.backend or "docker"
     plan = plan_from_args(args)
     codes = []
     for i in range(args.test_count):

@@ -1,0 +1,305 @@
+"""`faultline explore` and `faultline shrink`.
+
+    faultline explore --budget 10m --workers 2 [--keep-going] [plan flags]
+    faultline shrink store/ember-mix/20260101T000000-42 [--workers 2]
+
+`explore` plays seeds of a plan in the simulator, in parallel worker
+processes, each seed with its own swarm selection of fault kinds, phases,
+roles and workloads, steered toward coverage cells no run has hit yet
+(`harness.explore`, `harness.coverage`). It stops at the first run that is
+not valid (unless `--keep-going`) and prints that run's seed, replay and
+shrink commands first. `shrink` cuts a failing simulated run down to the
+faults, workloads and time its failure needs (`harness.shrink`) and writes
+a plan file `faultline run --plan FILE` replays.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import multiprocessing
+import os
+import re
+import shlex
+import shutil
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from harness import plan as plans
+from harness.cli import CliError
+from harness.commands_run import _positive, add_plan_flags, plan_from_args
+from harness.coverage import Coverage
+from harness.dbs.registry import SYSTEMS
+from harness.explore import RunSummary, choose, explored_plan, play
+from harness.shrink import Shrinker, ShrinkError, faults_of, target_of
+from harness.store import DEFAULT_ROOT
+
+COVERAGE_FILE = Path("explore") / "coverage.json"
+
+
+def parse_budget(text: str) -> tuple[float | None, int | None]:
+    """`10m`, `90s`, `1h` -> (seconds, None); `1000 runs` or `1000` -> (None, 1000)."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|h|runs?)?\s*", text)
+    if m is None or float(m.group(1)) <= 0:
+        raise CliError(
+            f"--budget {text!r}: expected a duration (90s, 10m, 1h) or a run count (1000 runs)"
+        )
+    value, unit = float(m.group(1)), m.group(2)
+    if unit in (None, "run", "runs"):
+        if not value.is_integer():
+            raise CliError(f"--budget {text!r}: a run count is a whole number")
+        return None, int(value)
+    return value * {"s": 1, "m": 60, "h": 3600}[unit], None
+
+
+def _pool(workers: int) -> ProcessPoolExecutor:
+    # spawn: the parent may have threads (rich's refresher); a fork would copy their locks.
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+
+
+def _verdict(s: RunSummary) -> str:
+    return (
+        {True: "valid", False: "invalid"}.get(s.valid, "unknown")
+        if isinstance(s.valid, bool)
+        else "unknown"
+    )
+
+
+class _Tally:
+    def __init__(self, coverage: Coverage) -> None:
+        self.started = time.monotonic()
+        self.runs = 0
+        self.sim_s = 0.0
+        self.verdicts = {"valid": 0, "invalid": 0, "unknown": 0}
+        self.coverage = coverage
+
+    def add(self, s: RunSummary) -> None:
+        self.runs += 1
+        self.sim_s += s.sim_s
+        self.verdicts[_verdict(s)] += 1
+        self.coverage.add(s.cells)
+
+    def render(self) -> Table:
+        wall = max(time.monotonic() - self.started, 1e-9)
+        t = Table(show_header=True, header_style="bold", box=None)
+        for col in ("runs", "runs/s", "sim s/s", "valid", "invalid", "unknown", "coverage"):
+            t.add_column(col, justify="right")
+        t.add_row(
+            str(self.runs),
+            f"{self.runs / wall:.2f}",
+            f"{self.sim_s / wall:.1f}",
+            *(str(self.verdicts[k]) for k in ("valid", "invalid", "unknown")),
+            f"{self.coverage.hit}/{self.coverage.total} cells",
+        )
+        return t
+
+
+def _explore_cmd(args: argparse.Namespace) -> int:
+    if args.backend != "sim":
+        raise CliError(
+            "explore plays seeds in the simulator (--backend sim); a Docker run "
+            "takes minutes: replay what explore finds with faultline run --plan"
+        )
+    seconds, max_runs = parse_budget(args.budget)
+    base = plan_from_args(args)
+    traffic = next(w for w in base.workload if w in SYSTEMS[base.db].traffic)
+    workers = args.workers or os.cpu_count() or 1
+    cov_path = args.store / COVERAGE_FILE
+    try:
+        coverage = Coverage.load(cov_path)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    tally = _Tally(coverage)
+    console = Console()
+    print(
+        f"explore: seeds from {base.seed}, {workers} workers, budget {args.budget}, "
+        f"swarm {'on' if args.swarm else 'off'}, steering {'on' if args.steer else 'off'}",
+        flush=True,
+    )
+    found: list[RunSummary] = []
+    next_seed, stop = base.seed, False
+    running: dict[Future[RunSummary], int] = {}
+
+    def submit(pool: ProcessPoolExecutor) -> None:
+        nonlocal next_seed
+        swarm = (
+            choose(next_seed, base, traffic, coverage if args.steer else None)
+            if args.swarm
+            else None
+        )
+        plan = explored_plan(base, next_seed, swarm)
+        running[pool.submit(play, plans.dump(plan), str(args.store))] = next_seed
+        next_seed += 1
+
+    def budget_left() -> bool:
+        if max_runs is not None and next_seed - base.seed >= max_runs:
+            return False
+        return seconds is None or time.monotonic() - tally.started < seconds
+
+    pool = _pool(workers)
+    try:
+        live = (
+            None
+            if args.no_progress
+            else Live(tally.render(), console=console, refresh_per_second=2)
+        )
+        with live or contextlib.nullcontext():
+            while not stop:
+                while len(running) < workers and budget_left():
+                    submit(pool)
+                if not running:
+                    break
+                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in sorted(done, key=lambda f: running[f]):  # seed order
+                    del running[fut]
+                    summary = fut.result()
+                    tally.add(summary)
+                    if summary.valid is not True:
+                        found.append(summary)
+                        _report_found(console, summary)
+                        stop = stop or not args.keep_going
+                if live is not None:
+                    live.update(tally.render())
+    except KeyboardInterrupt:
+        console.print("explore: interrupted; runs in flight are dropped")
+    finally:
+        for fut in running:
+            fut.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
+        cov_path.parent.mkdir(parents=True, exist_ok=True)
+        cov_path.write_bytes(coverage.dump())
+    wall = time.monotonic() - tally.started
+    console.print(
+        f"explore: {tally.runs} runs in {wall:.0f} s ({tally.runs / max(wall, 1e-9):.2f}"
+        f" runs/s, {tally.sim_s / max(wall, 1e-9):.1f} simulated s/s): "
+        f"{tally.verdicts['valid']} valid, {tally.verdicts['invalid']} invalid, "
+        f"{tally.verdicts['unknown']} unknown; coverage {coverage.hit}/"
+        f"{coverage.total} cells ({cov_path})",
+        markup=False,
+    )
+    if any(s.valid is False for s in found):
+        return 1
+    return 2 if found else 0
+
+
+def _report_found(console: Console, s: RunSummary) -> None:
+    what = ", ".join(f"{c} ({r})" for c, r in s.failures) or (s.error or "unknown verdict")
+    console.print(f"seed {s.seed}: {_verdict(s).upper()}: {what}", markup=False)
+    if s.run_dir:
+        quoted = shlex.quote(s.run_dir)
+        console.print(f"  replay: faultline replay {quoted}", markup=False)
+        if s.valid is False:
+            console.print(f"  shrink: faultline shrink {quoted}", markup=False)
+        console.print(f"  report: {s.run_dir}/report.html", markup=False)
+
+
+def _shrink_cmd(args: argparse.Namespace) -> int:
+    run_dir: Path = args.run_dir
+    if not run_dir.is_dir():
+        raise CliError(f"{run_dir} is not a run directory")
+    try:
+        plan = plans.load(run_dir / "test.json")
+        if plan.backend != "sim":
+            raise ShrinkError(
+                f"{run_dir} ran on {plan.backend}; shrink plays candidates in the simulator. "
+                f"Run its plan there first (faultline run --plan {run_dir}/test.json "
+                "--backend sim) and shrink that run if it fails"
+            )
+        target = target_of(run_dir)
+        faults = faults_of(run_dir, plan)
+    except (ShrinkError, plans.PlanError) as exc:
+        raise CliError(str(exc)) from None
+    store = args.store or run_dir.resolve().parent.parent
+    started = time.monotonic()
+    print(
+        f"shrink: keeping {target[0]} ({target[1]}); {len(faults)} faults, workloads "
+        f"{'+'.join(plan.workload)}, {plan.time_limit_s:g} s",
+        flush=True,
+    )
+
+    def on_run(s: RunSummary, kept: bool) -> None:
+        print(
+            f"  run {shrinker.runs}: seed {s.seed} {'still fails' if kept else 'passes or differs'}"
+            f" ({s.wall_s:.0f} s)",
+            flush=True,
+        )
+
+    pool = _pool(args.workers or os.cpu_count() or 1)
+    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"faultline-shrink-{os.getpid()}"
+    try:
+        shrinker = Shrinker(plan, target, pool, scratch, on_run)
+        small = shrinker.shrink(faults)
+        small = msgspec.structs.replace(
+            small, options={**small.options, "expect": {"checker": target[0], "rule": target[1]}}
+        )
+        out = args.out or run_dir / "shrunk.json"
+        out.write_bytes(plans.dump(small))
+        final = pool.submit(play, plans.dump(small), str(store), True).result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(scratch, ignore_errors=True)  # the failing candidates' run dirs
+    kept = small.options.get("nemesis_keep") or []
+    before_ops = msgspec.json.decode((run_dir / "results.json").read_bytes()).get("ops")
+    print(
+        f"shrunk: faults {len(faults)} -> {len(kept)} {list(kept)}, workloads "
+        f"{len(plan.workload)} -> {len(small.workload)} ({'+'.join(small.workload)}), "
+        f"time {plan.time_limit_s:g} -> {small.time_limit_s:g} s, ops {before_ops} -> "
+        f"{final.ops}; {shrinker.runs} runs in {time.monotonic() - started:.0f} s"
+    )
+    still = target in final.failures
+    print(
+        f"check: the shrunk plan {'still fails' if still else 'NO LONGER FAILS'} with "
+        f"{target[0]} ({target[1]}): {final.run_dir}"
+    )
+    print(f"plan: {out}")
+    print(f"replay: faultline run --plan {shlex.quote(str(out))} --backend sim")
+    print(f"docker: faultline run --plan {shlex.quote(str(out))} --backend docker --attempts 5")
+    return 1 if still else 2
+
+
+def add_parser(subparsers: Any) -> None:
+    """Registers `faultline explore` and `faultline shrink`."""
+    e = subparsers.add_parser(
+        "explore",
+        help="swarm simulated seeds of a plan, steered by "
+        "coverage, until a run fails or the budget ends",
+    )
+    add_plan_flags(e, default_backend="sim")
+    e.add_argument("--seed", type=int, help="first seed (default: random, printed first)")
+    e.add_argument(
+        "--workers", type=_positive(int, "--workers"), help="worker processes (default: every core)"
+    )
+    e.add_argument(
+        "--budget",
+        default="10m",
+        help="a duration (90s, 10m, 1h) or a run count (1000 runs); default 10m",
+    )
+    e.add_argument("--keep-going", action="store_true", help="do not stop at the first failure")
+    e.add_argument(
+        "--no-swarm", dest="swarm", action="store_false", help="every seed runs the plan's full mix"
+    )
+    e.add_argument(
+        "--no-steer",
+        dest="steer",
+        action="store_false",
+        help="do not bias seeds toward coverage cells not yet hit",
+    )
+    e.set_defaults(func=_explore_cmd, store=DEFAULT_ROOT)
+    s = subparsers.add_parser(
+        "shrink",
+        help="cut a failing simulated run down to the faults, workloads and time its failure needs",
+    )
+    s.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    s.add_argument(
+        "--workers", type=_positive(int, "--workers"), help="worker processes (default: every core)"
+    )
+    s.add_argument("--out", type=Path, help="plan file to write (default RUN_DIR/shrunk.json)")
+    s.add_argument("--store", type=Path, help="where the shrunk run goes (default: the run's)")
+    s.set_defaults(func=_shrink_cmd)

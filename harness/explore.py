@@ -1,0 +1,179 @@
+"""`faultline explore`'s engine: many simulated seeds of a plan, swarmed and steered.
+
+Theory of operation. Each explored seed is the base plan with a new root
+seed and a swarm configuration (Groce et al., "Swarm Testing", ISSTA 2012):
+which fault kinds the mix nemesis may draw, which protocol phases aim its
+faults, which roles its kills and pauses aim at, and which workloads run
+beside the clients' traffic. Leaving features out is the point: a run
+without kills spends its whole fault budget on partitions and pauses, and a
+run without rebalance aims every fault at change-peers' phases, so rare
+combinations get their turn. The configuration is written into the plan's
+options (`nemesis_kinds`, `nemesis_phases`, `nemesis_targets`, the
+workload tuple), so `faultline replay` of an explored run needs nothing but
+its test.json.
+
+Steering: with a coverage table (`harness.coverage`), a seed draws several
+candidate configurations from its own stream and takes the one whose
+reachable cells are the least hit so far (each cell weighs 1 / (1 + hits)).
+Unsteered, it takes the first. The choice depends only on the seed and the
+table, and the plan records what was chosen.
+
+Runs play in worker processes (`play`: one simulated run, returns a
+`RunSummary`), each into a scratch store of its own; a run that is not
+valid moves into the real store as a normal run dir with its report.
+"""
+
+from __future__ import annotations
+
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from harness import plan as plans
+from harness.coverage import ROLES_OF, TIMER, Cell, Coverage, cells_of_history
+from nemesis.generator import MIX_TARGETS, PHASES, PRIMITIVES
+
+CANDIDATES = 8  # swarm configurations a steered seed chooses among
+
+
+@dataclass(frozen=True)
+class Swarm:
+    """One seed's feature selection (see the module doc)."""
+
+    kinds: tuple[str, ...]
+    phases: tuple[str, ...]
+    targets: tuple[str, ...]
+    workload: tuple[str, ...]
+
+    def reachable(self) -> list[Cell]:
+        """The coverage cells a run with this selection can hit."""
+        out = []
+        for kind in self.kinds:
+            roles = ROLES_OF[kind]
+            if kind in ("kill", "pause"):
+                roles = tuple(r for r in roles if r in self.targets)
+            for phase in (*self.phases, TIMER):
+                out += [(kind, phase, role) for role in roles]
+        return out
+
+
+def _subset(rng: random.Random, items: Sequence[str], keep: float = 0.5) -> tuple[str, ...]:
+    chosen = tuple(i for i in items if rng.random() < keep)
+    return chosen or (rng.choice(list(items)),)
+
+
+def draw_swarm(rng: random.Random, base: plans.Plan, traffic: str) -> Swarm:
+    """A random feature selection within the base plan's workloads."""
+    extra = [w for w in base.workload if w != traffic]
+    workload = (traffic, *(w for w in extra if rng.random() < 0.5))
+    return Swarm(
+        kinds=_subset(rng, PRIMITIVES),
+        phases=_subset(rng, PHASES),
+        targets=_subset(rng, MIX_TARGETS),
+        workload=workload,
+    )
+
+
+def choose(seed: int, base: plans.Plan, traffic: str, coverage: Coverage | None) -> Swarm:
+    """The seed's swarm selection: the first draw, or (steered) the least-covered one."""
+    rng = random.Random(f"{seed}/swarm")
+    draws = [draw_swarm(rng, base, traffic) for _ in range(CANDIDATES if coverage else 1)]
+    if coverage is None:
+        return draws[0]
+
+    def novelty(s: Swarm) -> float:
+        return sum(1.0 / (1 + coverage.hits.get(c, 0)) for c in s.reachable())
+
+    return max(draws, key=novelty)  # max keeps the first of equals: still seed-determined
+
+
+def explored_plan(base: plans.Plan, seed: int, swarm: Swarm | None) -> plans.Plan:
+    """`base` with root seed `seed` and, if given, the swarm selection in its options."""
+    if swarm is None:
+        return msgspec.structs.replace(base, seed=seed)
+    options = {
+        **base.options,
+        "nemesis_kinds": list(swarm.kinds),
+        "nemesis_phases": list(swarm.phases),
+        "nemesis_targets": list(swarm.targets),
+    }
+    return msgspec.structs.replace(base, seed=seed, workload=swarm.workload, options=options)
+
+
+@dataclass
+class RunSummary:
+    """What a worker sends back about one run."""
+
+    seed: int
+    valid: bool | str
+    exit_code: int
+    run_dir: str
+    sim_s: float
+    wall_s: float
+    ops: int
+    cells: list[Cell] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (checker, rule)
+    error: str | None = None
+
+
+def failures_of(results: dict[str, Any]) -> list[tuple[str, str]]:
+    """(checker, rule) of every invalid checker's anomalies, first-seen order, no repeats."""
+    out: dict[tuple[str, str], None] = {}
+    for name, checker in (results.get("checkers") or {}).items():
+        if checker.get("valid") is not False:
+            continue
+        kinds = [str(a.get("kind") or "invalid") for a in checker.get("anomalies") or []]
+        for kind in kinds or ["invalid"]:
+            out[(name, kind)] = None
+    return list(out)
+
+
+def play(plan_bytes: bytes, store: str, keep_valid: bool = False) -> RunSummary:
+    """Run one simulated plan (in a worker process); keep its run dir if it is not valid."""
+    from harness.runner import run  # the worker imports the runner, not the parent's caller
+
+    plan = msgspec.json.decode(plan_bytes, type=plans.Plan)
+    scratch = Path(tempfile.mkdtemp(prefix=f"faultline-explore-{plan.seed}-"))
+    started = time.monotonic()
+    try:
+        outcome = run(plan, scratch)
+        wall = time.monotonic() - started
+        path = outcome.run.path
+        results = (
+            msgspec.json.decode((path / "results.json").read_bytes())
+            if (path / "results.json").is_file()
+            else {}
+        )
+        sim_s = next(
+            (float(n.split()[1]) for n in outcome.notes if n.startswith("simulated ")), 0.0
+        )
+        cells = (
+            cells_of_history(path / "history.jsonl") if (path / "history.jsonl").is_file() else []
+        )
+        kept = ""
+        if keep_valid or outcome.result.valid is not True:
+            dest = Path(store) / path.parent.name / path.name
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(path), dest)
+            kept = str(dest)
+        return RunSummary(
+            seed=plan.seed,
+            valid=outcome.result.valid,
+            exit_code=outcome.exit_code,
+            run_dir=kept,
+            sim_s=sim_s,
+            wall_s=wall,
+            ops=outcome.result.ops,
+            cells=cells,
+            failures=failures_of(results),
+            error=outcome.error,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
