@@ -8,7 +8,8 @@ Theory of operation
    the history is linearizable iff every key's sub-history is.
 3. Rounds of escalating effort: every partition, smallest first, gets a
    small step budget; the ones it does not decide get a larger one, then
-   the rest of the time. A hard partition (porcupine stalls on two of
+   restarts with moves tied in rank taken in a random order (`_rounds`),
+   twice the steps each time, until the deadline. A hard partition (porcupine stalls on two of
    kv/c50-bad's keys) thus never delays the verdict on an easy failing one.
    The first illegal partition ends the check.
 4. With several partitions and enough operations, a round runs in a pool of
@@ -29,6 +30,8 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+import msgspec
+
 from checkers.linearizability.models import Model, _written
 from checkers.linearizability.search import STEP_LIMIT, Budget, OutOfBudgetError, Search
 from checkers.linearizability.shrink import shrink, stale_counterexample
@@ -45,9 +48,12 @@ from checkers.linearizability.types import (
 from checkers.linearizability.witness import WitnessError
 from checkers.linearizability.witness import build as build_witness
 
-# Steps (choice points) per partition in each round; None = until the time
-# or memory budget runs out.
-_ROUNDS: tuple[int | None, ...] = (2_000, 100_000, None)
+# Steps (choice points) per partition in the first rounds; then restarts.
+_ROUNDS = (2_000, 20_000)
+# Steps a partition may always take per operation, whatever the round's
+# limit: a search that never backtracks takes about one per operation.
+_STEPS_PER_OP = 4
+_RESTART_STEPS = 10_000  # the unit of the restarts' step limits
 # Below this many operations a process pool costs more than it saves.
 _POOL_MIN_OPS = 20_000
 # Rough bytes per memo entry, to turn a memory limit into a memo cap.
@@ -130,12 +136,14 @@ def check_partition(
 ) -> PartitionResult:
     """Search one partition; a budget overrun becomes an "unknown" verdict."""
     start = time.monotonic()
+    if budget.max_steps is not None and budget.max_steps < _STEPS_PER_OP * len(ops):
+        budget = msgspec.structs.replace(budget, max_steps=_STEPS_PER_OP * len(ops))
     stale = find_stale_read(model, ops)
     if stale is not None:
         return _stale_result(model, key, ops, stale, time.monotonic() - start)
     search: Search | None = None
     try:
-        search = Search(model, ops, budget, trace=trace)
+        search = Search(model, ops, budget, trace=trace, seed=budget.seed)
         out = search.run()
     except Exception as exc:  # a budget overrun, or a bug: never a false verdict
         reason = str(exc) if isinstance(exc, OutOfBudgetError) else f"checker error: {exc!r}"
@@ -264,6 +272,32 @@ def _merge(results: Iterable[PartitionResult]) -> Validity:
     return "unknown" if "unknown" in valids else True
 
 
+def _rounds() -> Iterator[tuple[int, int]]:
+    """(step limit, restart seed) per round: two rounds in rank order, then
+    restarts that break ties at random, with step limits in the Luby
+    sequence (1, 1, 2, 1, 1, 2, 4, ... times a unit). A search
+    stuck in a bad subtree of a linearizable history (heavy-tailed: one
+    1,500-op register history ran past 60 s where most seeds take under one)
+    is left for a fresh order; any round that finishes is a full search, so
+    its verdict stands either way. Rounds end at the deadline."""
+    yield from ((steps, 0) for steps in _ROUNDS)
+    seed = 1
+    while True:
+        yield _RESTART_STEPS * _luby(seed), seed
+        seed += 1
+
+
+def _luby(i: int) -> int:
+    """The i-th term (from 1) of the Luby sequence 1 1 2 1 1 2 4 1 1 2 ..."""
+    while True:
+        k = 1
+        while (1 << k) - 1 < i:
+            k += 1
+        if (1 << k) - 1 == i:
+            return 1 << (k - 1)
+        i -= (1 << (k - 1)) - 1
+
+
 def check_prepared(
     ops: list[LinOp], model: Model, *, time_limit_s: float, memory_limit_mb: int,
     workers: int | None,
@@ -281,8 +315,8 @@ def check_prepared(
     runner = _Runner(model, workers, use_pool)
     try:
         todo = parts
-        for steps in _ROUNDS:
-            budget = Budget(deadline, max_memo, per_proc_mb * 2**20, steps)
+        for steps, seed in _rounds():
+            budget = Budget(deadline, max_memo, per_proc_mb * 2**20, steps, seed)
             retry_keys = set()
             for result in runner.run(todo, budget):
                 if result.valid == "unknown" and result.reason == STEP_LIMIT:

@@ -56,6 +56,7 @@ linearization and memoisation:
 from __future__ import annotations
 
 import os
+import random
 import time
 from typing import Any
 
@@ -121,6 +122,9 @@ class Budget(msgspec.Struct, frozen=True):
     max_memo: int
     max_rss_bytes: int
     max_steps: int | None = None
+    # The search's restart seed (Search's `seed`): carried here so pool
+    # workers get it with the limits.
+    seed: int = 0
 
     def check(self, steps: int) -> None:
         """Raise OutOfBudgetError when any limit is passed."""
@@ -149,11 +153,16 @@ class Outcome:
 class Search:
     """One depth-first search over a Timeline (see the module docstring)."""
 
-    def __init__(self, model: Model, ops: list[LinOp], budget: Budget, *, trace: bool) -> None:
+    def __init__(
+        self, model: Model, ops: list[LinOp], budget: Budget, *, trace: bool, seed: int = 0
+    ) -> None:
         self.model = model
         self.tl = Timeline(model, ops)
         self.budget = budget
         self.trace = trace
+        # 0: moves in rank order, ties by call; else ties broken at random
+        # by this seed (a restart that explores the same tree in another order).
+        self.rng = random.Random(seed) if seed else None
         self.memo: dict[tuple[int, Any, int, int], list[frozenset[int]]] = {}
         self.out = Outcome()
         # The current configuration.
@@ -401,7 +410,8 @@ class Search:
                     and model.viable(after, tl.ops[r], tl.summary[r], is_open_no_reset)
                 )
             )
-            ranked.append(((goal, -hits, kind, tl.call_pos[j]), (kind, x)))
+            tie = self.rng.random() if self.rng else tl.call_pos[j]
+            ranked.append(((goal, -hits, kind, tie), (kind, x)))
         ranked.sort()
         return [move for _, move in ranked]
 

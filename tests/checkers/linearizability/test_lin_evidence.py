@@ -239,3 +239,38 @@ def test_unknown_names_the_keys_out_of_budget_and_how_far_they_got() -> None:
         ],
     )  # fmt: skip
     assert _undecided(result) == "key 'b': time limit reached after 6/10 events"
+
+
+@settings(max_examples=60, deadline=None)
+@given(specs, st.integers(1, 50), st.booleans(), st.data())
+def test_a_restart_order_reaches_the_same_verdict(
+    spec: SynthSpec, seed: int, corrupt: bool, data: st.DataObject
+) -> None:
+    """A complete search gives one verdict whatever its tie-breaking seed."""
+    model = MODELS[spec.model]
+    ops = synthesize(spec, model)
+    reads = [i for i, op in enumerate(ops) if op.known and op.f in ("get", "read")]
+    if corrupt and reads:
+        i = data.draw(st.sampled_from(reads))
+        ops[i] = msgspec.structs.replace(ops[i], output=data.draw(st.sampled_from([0, 1, "<1>"])))
+    verdicts = set()
+    for _, part in partition(prepare(ops, model), model):
+        for s in (0, seed):
+            budget = Budget(time.monotonic() + 30, 1_000_000, 0, seed=s)
+            verdicts.add((repr(part[0].key), s == 0, Search(model, part, budget, trace=False,
+                                                             seed=s).run().valid))  # fmt: skip
+    by_key: dict[str, set[object]] = {}
+    for key, _, valid in verdicts:
+        by_key.setdefault(key, set()).add(valid)
+    assert all(len(v) == 1 for v in by_key.values())
+
+
+def test_restart_step_limits_follow_the_luby_sequence() -> None:
+    """Restarts get 1 1 2 1 1 2 4 ... units of steps after the first rounds."""
+    from checkers.linearizability.check import _rounds
+
+    rounds = _rounds()
+    first = [next(rounds) for _ in range(9)]
+    assert [seed for _, seed in first] == [0, 0, 1, 2, 3, 4, 5, 6, 7]
+    units = [steps // first[2][0] for steps, _ in first[2:]]
+    assert units == [1, 1, 2, 1, 1, 2, 4]
