@@ -1,5 +1,12 @@
 """Benchmark of the linearizability checker.
 
+0. Side by side with porcupine (bench/porcupine_side.py), each checker as a
+   whole process, on every porcupine fixture check and on the hard register
+   histories of bench/hard_histories.py: wall times, the ratio ours /
+   porcupine per history, its geometric mean and the sums. porcupine v1.3.0
+   is built from its source (--porcupine-src, a checkout of its v1.3.0 tag)
+   with the machine's Go (Debian: apt-get install golang-go); without them
+   its recorded check times stand in, and the table says so.
 1. Every porcupine fixture check (expected_verdicts.tsv): our check time
    (median of several runs; parsing excluded, as in porcupine_times.tsv)
    beside porcupine v1.3.0's, and the ratio ours / porcupine.
@@ -12,7 +19,8 @@
    0.15 adds appends, whose orders a hot key with many clients makes much
    harder to search (docs/models.md, "Limits").
 
-Usage: .venv/bin/python bench/checker.py [--skip-fixtures] [--skip-generated]
+Usage: .venv/bin/python bench/checker.py [--porcupine-src DIR] [--hard DIR]
+       [--skip-side-by-side] [--skip-fixtures] [--skip-generated]
        [--sizes 1000,10000,100000] [--keys 10,100,1000] [--clients 5,50]
        [--append-rate 0.0] [--workers 1] [--time-limit 60]
 """
@@ -23,14 +31,19 @@ import argparse
 import multiprocessing
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.porcupine_side import build_porcupine, geomean, run_ours, run_porcupine
+from checkers.history import load_history, pair
 from checkers.importers.porcupine import FixtureFormatError, load
-from checkers.linearizability import MODELS, check
+from checkers.linear import model_ops
+from checkers.linearizability import MODELS, LinOp, check, ops_from_history
+from checkers.linearizability.check import prepare
 from checkers.linearizability.synth import SynthSpec, synthesize
 from tests.paths import PORCUPINE_FIXTURES
 
@@ -83,6 +96,61 @@ def bench_fixtures(limit_s: float) -> None:
         f"{'TOTAL':24} {'':10} {'':8} {wall_total:9.3f} {cpu_total:9.3f} {theirs_total:11.3f} "
         f"{cpu_total / theirs_total:8.2f}   verdicts wrong: {wrong}"
     )
+
+
+def _side_cases(hard: Path | None) -> list[tuple[Path, str, str, str]]:
+    """(file, model, format, expected) for every side-by-side history."""
+    cases = []
+    for path, model, expected, _ in _tsv(FIXTURES / "expected_verdicts.tsv"):
+        if expected in ("linearizable", "not-linearizable"):
+            cases.append((FIXTURES / path, model, "porcupine", expected))
+    if hard is not None:
+        for name, model, expected in _tsv(hard / "manifest.tsv"):
+            cases.append((hard / name, model, "faultline", expected))
+    return cases
+
+
+def _lin_ops(path: Path, model: str, fmt: str) -> list[LinOp]:
+    """The ops our checker sees, for porcupine to check too."""
+    if fmt == "porcupine":
+        ops = load(path)[1]
+    else:
+        ops = ops_from_history(model_ops(pair(load_history(path))), model)
+    return prepare(ops, MODELS[model])
+
+
+def bench_side_by_side(opts: argparse.Namespace) -> None:
+    """Print ours vs porcupine as whole processes, per history and geo-mean."""
+    binary = None
+    if opts.porcupine_src is not None:
+        binary = build_porcupine(opts.porcupine_src, Path(tempfile.mkdtemp(prefix="porc-")))
+    recorded = {(r[0], r[1]): float(r[3]) for r in _tsv(FIXTURES / "porcupine_times.tsv")[1:]}
+    theirs_how = "porcupine process wall" if binary else "porcupine RECORDED check time"
+    print(f"{'history':34} {'model':10} {'expected':16} {'ours':16} {'ours_s':>8} "
+          f"{'porcupine':16} {'porc_s':>8} {'ratio':>7}   ({theirs_how})")  # fmt: skip
+    ratios, ours_sum, theirs_sum, wrong = [], 0.0, 0.0, 0
+    for path, model, fmt, expected in _side_cases(opts.hard):
+        wall, _, verdict = run_ours(path, model, fmt, opts.time_limit)
+        if binary is not None:
+            ops = _lin_ops(path, model, fmt)
+            p_wall, _, p_verdict = run_porcupine(binary, ops, model.endswith("nopart"),
+                                                 opts.time_limit)  # fmt: skip
+        else:
+            rel = f"{path.parent.name}/{path.name}"
+            p_wall, p_verdict = recorded.get((rel, model), float("nan")), "(recorded)"
+        wrong += verdict not in (expected, "unknown")
+        ratio = wall / p_wall if p_verdict != "unknown" else float("nan")
+        if verdict != "unknown" and p_verdict != "unknown":
+            ratios.append(ratio)
+            ours_sum += wall
+            theirs_sum += p_wall
+        name = f"{path.parent.name}/{path.name}"[-34:]
+        print(f"{name:34} {model:10} {expected:16} {verdict:16} {wall:8.3f} {p_verdict:16} "
+              f"{p_wall:8.3f} {ratio:7.2f}", flush=True)  # fmt: skip
+    print(f"geo-mean ours/porcupine over {len(ratios)} histories both decided: "
+          f"{geomean(ratios):.2f}x; sums {ours_sum:.1f} s vs {theirs_sum:.1f} s "
+          f"({ours_sum / theirs_sum if theirs_sum else float('nan'):.2f}x); "
+          f"our wrong verdicts: {wrong}")  # fmt: skip
 
 
 def _peak_rss_mb() -> float:
@@ -139,6 +207,9 @@ def _ints(text: str) -> list[int]:
 def main() -> int:
     """Run the benchmark; exit 2 on bad arguments or missing fixtures."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--porcupine-src", type=Path, help="porcupine v1.3.0 source dir")
+    parser.add_argument("--hard", type=Path, help="dir of bench/hard_histories.py output")
+    parser.add_argument("--skip-side-by-side", action="store_true")
     parser.add_argument("--skip-fixtures", action="store_true")
     parser.add_argument("--skip-generated", action="store_true")
     parser.add_argument("--sizes", type=_ints, default=[1_000, 10_000, 100_000])
@@ -148,6 +219,8 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=1)
     parser.add_argument("--time-limit", type=float, default=60.0)
     opts = parser.parse_args()
+    if not opts.skip_side_by_side:
+        bench_side_by_side(opts)
     if not opts.skip_fixtures:
         if not (FIXTURES / "expected_verdicts.tsv").exists():
             print(f"error: fixtures not found in {FIXTURES}", file=sys.stderr)
