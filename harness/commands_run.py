@@ -85,6 +85,7 @@ def _host_names(path: Path) -> tuple[str, ...]:
 def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     """The plan the flags describe (CliError naming a bad flag)."""
     system = SYSTEMS[args.db]
+    args.backend = args.backend or "docker"  # `run` leaves it unset so --plan can tell
     if args.backend == "sim" and not system.supports_sim:
         sims = " and ".join(n for n, s in SYSTEMS.items() if s.supports_sim)
         raise CliError(f"--backend sim simulates {sims} only; run {args.db} on docker or ssh")
@@ -300,7 +301,6 @@ def _run_cmd(args: argparse.Namespace) -> int:
         return _plan_file_cmd(args)
     if args.attempts != 1:
         raise CliError("--attempts needs --plan FILE")
-    args.backend = args.backend or "docker"
     plan = plan_from_args(args)
     codes = []
     for i in range(args.test_count):
