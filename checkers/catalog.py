@@ -61,8 +61,8 @@ RULES: tuple[Rule, ...] = (
          "ordinary entries and leaders' logs only the simulator sees"),
     Rule("R5", "joint quorum",
          {"raft": _k("commit-without-quorum"), "sim": _k("quorum-commit", "joint-both-majorities")},
-         "from events: configuration entries only (who stored them); every commit point in "
-         "the simulator"),
+         "from events: configuration entries only (who stored them by their first commit, "
+         "where nodes share a clock); every commit point in the simulator"),
     Rule("R6", "configuration chain",
          {"raft": _k("joint-skipped", "bad-config-transition"), "sim": _k("config-chain")}),
     Rule("R7", "one change at a time",

@@ -21,9 +21,11 @@ committed configuration at each (group, index). The invariants:
   reported caught up (`catchup-done`, within its margin) in this change;
 - a leader that commits a stable entry without itself steps down;
 - a committed configuration entry was stored by a majority of its voters,
-  of both sets when joint: the leader commits it while it is the
-  configuration in force, so only such a quorum may commit it (checked where
-  every voter's log is in). A node stored it if it reported it appended, a
+  of both sets when joint, by the time it was first known committed (where
+  nodes share a clock; ever, elsewhere): the leader commits it while it is
+  the configuration in force, so only such a quorum may commit it (checked
+  where every voter's log is in; the evidence and its timing are
+  checkers/raft_stored.py). A node stored it if it reported it appended, a
   snapshot at or past it, or the same configuration at that index as applied
   or committed: both come from the node's own log, and the daemon writes a
   round's events only after its fsync, so a kill -9 in between leaves the
@@ -62,6 +64,7 @@ from checkers.raft_conf import (
     transition_error,
 )
 from checkers.raft_quorum import check_quorum_loss
+from checkers.raft_stored import SHARED_CLOCK_BACKENDS, StoreEvidence
 
 
 class RaftChecker:
@@ -78,7 +81,10 @@ class RaftChecker:
             run.replay(node, ctx.audit[node])
         run.check_committed_sequence()
         run.check_restored_configs()
-        run.check_commit_quorums(set(ctx.audit))
+        shared = ctx.setting("shared_clock")
+        if shared is None:
+            shared = ctx.plan.get("backend") in SHARED_CLOCK_BACKENDS
+        run.check_commit_quorums(set(ctx.audit), timed=bool(shared))
         timing = check_quorum_loss(ctx, run.flag)
         return verdict(self.name, run.anomalies, **run.figures(), **timing)
 
@@ -90,10 +96,8 @@ class Run:
         self.leaders: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
         self.committed: dict[tuple[str, int], tuple[Conf, dict[str, Any]]] = {}
         self.appended: set[tuple[str, int]] = set()
-        # Who stored which configuration at (group, index), and each node's
-        # newest snapshot per group: the evidence of a commit quorum.
-        self.stored: dict[tuple[str, int], dict[Conf, set[str]]] = {}
-        self.snapshots: dict[str, dict[str, int]] = {}
+        # Who stored which configuration entry, and when: a commit quorum's evidence.
+        self.evidence = StoreEvidence()
         self.applied: list[dict[str, Any]] = []  # every config-applied, for the end check
         self.checked = dict.fromkeys(
             ("leader-voter", "transition", "joint-catchup", "commit-quorum", "vote-lease",
@@ -168,16 +172,16 @@ class Run:
                     ev,
                 )
 
-    def check_commit_quorums(self, logged: set[str]) -> None:
+    def check_commit_quorums(self, logged: set[str], timed: bool) -> None:
         """Each committed configuration entry was stored by a majority of each
-        of its voter sets; skipped where a voter's audit log is missing."""
+        of its voter sets by its first commit (checkers/raft_stored.py; at any
+        time unless `timed`); skipped where a voter's audit log is missing."""
+        when = "by its first commit" if timed else "ever"
         for (group, index), (conf, ev) in sorted(self.committed.items()):
             peers, old = conf
             if (group, index) not in self.appended or not set(peers) | set(old or ()) <= logged:
                 continue  # a bootstrap configuration (no entry), or a voter's log is missing
-            snaps = self.snapshots.get(group, {})
-            holders = self.stored.get((group, index), {}).get(conf, set())
-            holders = holders | {n for n, at in snaps.items() if at >= index}
+            holders = self.evidence.holders(group, index, conf, timed)
             self.checked["commit-quorum"] += 1
             for members in [peers] if old is None else [peers, old]:
                 if not has_majority(members, holders):
@@ -185,7 +189,7 @@ class Run:
                         "commit-without-quorum",
                         index,
                         f"{group} committed {describe(conf)} at {index}, but only "
-                        f"{sorted(holders & set(members))} of {list(members)} ever stored it",
+                        f"{sorted(holders & set(members))} of {list(members)} stored it {when}",
                         ev,
                     )
                     break
@@ -366,15 +370,14 @@ def _on_appended(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, A
 
 
 def _stored(run: Run, node: str, group: str, ev: dict[str, Any]) -> None:
-    run.stored.setdefault((group, int(ev.get("index") or 0)), {}).setdefault(
-        conf_of(ev), set()
-    ).add(node)
+    run.evidence.store(node, group, ev)
 
 
 def _on_committed(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:
     index, conf = int(ev["index"]), conf_of(ev)
     st.committed_index = max(st.committed_index, index)
     _stored(run, node, group, ev)  # the core reports commits from the node's own log
+    run.evidence.committed(group, ev)
     first = run.committed.setdefault((group, index), (conf, ev))
     if first[0] != conf:
         run.flag(
@@ -393,8 +396,7 @@ def _on_snapshot(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, A
     # config-applied the core emits with it.
     st.committed_index = max(st.committed_index, int(ev.get("index") or 0))
     _knows_commit(st, ev)
-    snaps = run.snapshots.setdefault(group, {})
-    snaps[node] = max(snaps.get(node, 0), int(ev.get("index") or 0))
+    run.evidence.snapshot(node, group, ev)
 
 
 def _on_catchup_start(run: Run, node: str, group: str, st: NodeGroup, ev: dict[str, Any]) -> None:

@@ -229,3 +229,34 @@ def test_bootstrap_configuration_needs_no_stored_entry() -> None:
     result = RaftChecker().check(CheckContext(audit=audit))
     assert result.valid is True, result.anomalies
     assert result.figures["checks"]["commit-quorum"] == 0
+
+
+def _late_storers(backend: str) -> Any:
+    """n1 commits joint([n1, n4, n5] <- [n1, n2, n3]) at t=5 with n4 and n5 only;
+    the old voters n2 and n3 store it at t=6, after the commit."""
+    new, old = ["n1", "n4", "n5"], ["n1", "n2", "n3"]
+    audit: dict[str, list[dict[str, Any]]] = {}
+
+    def config(node: str, kind: str, wall: float) -> None:
+        audit.setdefault(node, []).append(
+            {"kind": kind, "node": node, "group": "part-1", "index": 2, "stage": "joint",
+             "peers": new, "old_peers": old, "learners": [], "token": 2, "wall": wall}
+        )  # fmt: skip
+
+    for node, wall in (("n1", 1.0), ("n4", 2.0), ("n5", 2.0), ("n2", 6.0), ("n3", 6.0)):
+        config(node, "config-appended", wall)
+    config("n1", "config-committed", 5.0)
+    plan = {"backend": backend}
+    return RaftChecker().check(CheckContext(audit=audit, plan=plan))
+
+
+def test_a_joint_entry_committed_before_the_old_voters_stored_it_is_flagged() -> None:
+    """Where nodes share a clock, storing it after the commit does not count (R5)."""
+    result = _late_storers("sim")
+    assert [a.kind for a in result.anomalies] == ["commit-without-quorum"]
+    assert "by its first commit" in result.anomalies[0].message
+
+
+def test_on_separate_hosts_any_store_counts() -> None:
+    """SSH hosts' wall clocks may disagree: there every store counts, late or not."""
+    assert _late_storers("ssh").valid is True
