@@ -163,12 +163,12 @@ def _explore_cmd(args: argparse.Namespace) -> int:
                     tally.add(summary)
                     if summary.valid is not True:
                         found.append(summary)
-                        _report_found(console, summary)
+                        _report_found(summary)
                         stop = stop or not args.keep_going
                 if live is not None:
                     live.update(tally.render())
     except KeyboardInterrupt:
-        console.print("explore: interrupted; runs in flight are dropped")
+        print("explore: interrupted; runs in flight are dropped")
     finally:
         for fut in running:
             fut.cancel()
@@ -176,28 +176,28 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         cov_path.parent.mkdir(parents=True, exist_ok=True)
         cov_path.write_bytes(coverage.dump())
     wall = time.monotonic() - tally.started
-    console.print(
+    print(
         f"explore: {tally.runs} runs in {wall:.0f} s ({tally.runs / max(wall, 1e-9):.2f}"
         f" runs/s, {tally.sim_s / max(wall, 1e-9):.1f} simulated s/s): "
         f"{tally.verdicts['valid']} valid, {tally.verdicts['invalid']} invalid, "
         f"{tally.verdicts['unknown']} unknown; coverage {coverage.hit}/"
         f"{coverage.total} cells ({cov_path})",
-        markup=False,
+        flush=True,
     )
     if any(s.valid is False for s in found):
         return 1
     return 2 if found else 0
 
 
-def _report_found(console: Console, s: RunSummary) -> None:
+def _report_found(s: RunSummary) -> None:
     what = ", ".join(f"{c} ({r})" for c, r in s.failures) or (s.error or "unknown verdict")
-    console.print(f"seed {s.seed}: {_verdict(s).upper()}: {what}", markup=False)
+    print(f"seed {s.seed}: {_verdict(s).upper()}: {what}", flush=True)
     if s.run_dir:
         quoted = shlex.quote(s.run_dir)
-        console.print(f"  replay: faultline replay {quoted}", markup=False)
+        print(f"  replay: faultline replay {quoted}", flush=True)
         if s.valid is False:
-            console.print(f"  shrink: faultline shrink {quoted}", markup=False)
-        console.print(f"  report: {s.run_dir}/report.html", markup=False)
+            print(f"  shrink: faultline shrink {quoted}", flush=True)
+        print(f"  report: {s.run_dir}/report.html", flush=True)
 
 
 def _shrink_cmd(args: argparse.Namespace) -> int:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -65,6 +66,8 @@ class Matrix:
     command: tuple[str, ...] = ("faultline", "run")
     grace_s: float = DEFAULT_GRACE_S
     extra_args: tuple[str, ...] = ()
+    # Each cell explores (`faultline explore --budget ...`) instead of one run.
+    explore_budget: str | None = None
 
     def cells(self) -> list[Cell]:
         """Every run of the night, in a stable order (workload, nemesis, nodes, seed)."""
@@ -106,6 +109,8 @@ class Outcome:
 
 # --- the matrix file ------------------------------------------------------
 
+_EXPLORED = re.compile(r"explore: \d+ runs in[^\n]*\n?[^\n]*cells")
+
 _KEYS: dict[str, str] = {
     "backend": f"one of {', '.join(BACKENDS)}",
     "workloads": "a list of workload names",
@@ -120,6 +125,8 @@ _KEYS: dict[str, str] = {
     "junit": "the JUnit XML file to write",
     "command": "the run command, a list of strings",
     "extra_args": "more arguments for every run, a list of strings",
+    "explore_budget": "an explore budget per cell (90s, 10m, 20 runs): each cell explores "
+    "seeds from its seed instead of running once (backend sim)",
 }
 
 
@@ -167,6 +174,19 @@ def parse_matrix(raw: dict[str, Any], base: Path = Path(".")) -> Matrix:
         if value <= 0:
             raise MatrixError(f"{key} must be positive, got {value:g}")
     command = _list(raw, "command", str) if "command" in raw else ("faultline", "run")
+    explore = raw.get("explore_budget")
+    if explore is not None:
+        if not isinstance(explore, str):
+            raise MatrixError(f"explore_budget must be {_KEYS['explore_budget']}, got {explore!r}")
+        from harness.cli import CliError
+        from harness.commands_explore import parse_budget
+
+        if backend != "sim":
+            raise MatrixError('explore_budget needs backend "sim" (explore plays simulated seeds)')
+        try:
+            parse_budget(explore)
+        except CliError as exc:
+            raise MatrixError(f"explore_budget: {str(exc).removeprefix('--budget ')}") from None
     store = base / _get(raw, "store", str, "store")
     _get(raw, "junit", str, "")
     return Matrix(
@@ -177,6 +197,7 @@ def parse_matrix(raw: dict[str, Any], base: Path = Path(".")) -> Matrix:
         junit=base / raw["junit"] if "junit" in raw else store / "nightly-junit.xml",
         command=command,
         extra_args=_list(raw, "extra_args", str) if "extra_args" in raw else (),
+        explore_budget=explore,
     )  # fmt: skip
 
 
@@ -208,6 +229,19 @@ def resolve_command(command: tuple[str, ...]) -> list[str]:
 
 def run_args(matrix: Matrix, cell: Cell) -> list[str]:
     """The arguments a cell passes to the run command."""
+    if matrix.explore_budget is not None:
+        return ["--budget", matrix.explore_budget, *_plan_args(matrix, cell)]
+    return _plan_args(matrix, cell)
+
+
+def cell_command(matrix: Matrix) -> tuple[str, ...]:
+    """The matrix's command, its `run` turned into `explore` when cells explore."""
+    if matrix.explore_budget is not None and matrix.command[-1:] == ("run",):
+        return (*matrix.command[:-1], "explore")
+    return matrix.command
+
+
+def _plan_args(matrix: Matrix, cell: Cell) -> list[str]:
     return [
         "--backend", matrix.backend, "--workload", cell.workload, "--nemesis", cell.nemesis,
         "--seed", str(cell.seed), "--nodes", str(cell.nodes),
@@ -219,7 +253,7 @@ def run_args(matrix: Matrix, cell: Cell) -> list[str]:
 def run_cell(matrix: Matrix, cell: Cell, timeout_s: float) -> Outcome:
     """Runs one cell as a subprocess and reads its outcome; never raises for the run's faults."""
     before = {r.path for r in iter_runs(matrix.store)}
-    argv = resolve_command(matrix.command) + run_args(matrix, cell)
+    argv = resolve_command(cell_command(matrix)) + run_args(matrix, cell)
     started = time.monotonic()
     try:
         # A session of its own, so a timeout kills the run's children too.
@@ -249,6 +283,13 @@ def run_cell(matrix: Matrix, cell: Cell, timeout_s: float) -> Outcome:
 def _read_verdict(outcome: Outcome) -> None:
     """Sets status, reasons and anomaly counts from the run dir and exit code."""
     code = outcome.exit_code
+    explored = _EXPLORED.search(outcome.output_tail)
+    if explored is not None:
+        # Explore keeps only the runs that are not valid: its summary is the verdict.
+        outcome.reasons.append(explored.group(0).replace("\n", " "))
+        if outcome.run_dir is None and code == 0:
+            outcome.status = PASSED
+            return
     if outcome.run_dir is None:
         outcome.reasons.append(f"exited {code} without leaving a run dir")
         return

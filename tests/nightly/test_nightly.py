@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -190,3 +191,34 @@ def test_cli_bad_matrix_is_one_line_exit_2(
     err = capsys.readouterr().err
     assert "unknown key 'budget'" in err
     assert "Traceback" not in err
+
+
+def test_a_cell_can_explore_instead_of_running_once(tmp_path: Path) -> None:
+    """explore_budget: each cell is a `faultline explore` of its plan (real
+    simulated runs); a budget spent on valid seeds passes with explore's own
+    summary, and the store's coverage table grows."""
+    from harness.nightly import PASSED, cell_command, parse_matrix, run_args
+
+    raw: dict[str, object] = {
+        "backend": "sim", "workloads": ["register"], "nemeses": ["partition"], "nodes": [3],
+        "seeds": 1, "time_limit_s": 4, "explore_budget": "2 runs",
+        "store": str(tmp_path / "store"), "extra_args": ["--workers", "1"],
+    }  # fmt: skip
+    m = parse_matrix(raw)
+    assert cell_command(m) == ("faultline", "explore")
+    assert run_args(m, m.cells()[0])[:2] == ["--budget", "2 runs"]
+    (outcome,) = run_night(m)
+    assert outcome.status == PASSED, [*outcome.reasons, outcome.output_tail]
+    assert any("explore: 2 runs" in r and "2 valid" in r for r in outcome.reasons)
+    assert (tmp_path / "store" / "explore" / "coverage.json").is_file()
+
+
+@pytest.mark.parametrize(("raw", "message"), [
+    ({"backend": "docker", "explore_budget": "2m"}, 'explore_budget needs backend "sim"'),
+    ({"backend": "sim", "explore_budget": "soon"}, "explore_budget: 'soon'"),
+])  # fmt: skip
+def test_a_bad_explore_budget_is_one_clear_error(raw: dict[str, object], message: str) -> None:
+    from harness.nightly import MatrixError, parse_matrix
+
+    with pytest.raises(MatrixError, match=re.escape(message)):
+        parse_matrix({"workloads": ["register"], "nemeses": ["kill"], **raw})
