@@ -40,8 +40,6 @@ def history_file(path: Path) -> Path:
 
 def detect(path: Path) -> str:
     """The format of the history file at `path` (see the module docstring)."""
-    from checkers.importers.porcupine import _ETCD_PREFIX, _KV_LINE
-
     with open(path, "rb") as fh:
         head = fh.read(_HEAD_BYTES).decode("utf-8", errors="replace")
     body = head.lstrip()
@@ -49,6 +47,8 @@ def detect(path: Path) -> str:
         return "jepsen" if path.suffix == ".edn" else "faultline"
     if body.startswith('{"'):
         return "faultline"
+    from checkers.importers.porcupine import _ETCD_PREFIX, _KV_LINE  # late: start-up
+
     if body.startswith(_ETCD_PREFIX):
         return "porcupine"
     if _KV_LINE.match(body.split("\n", 1)[0]):
