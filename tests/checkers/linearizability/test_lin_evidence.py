@@ -274,3 +274,22 @@ def test_restart_step_limits_follow_the_luby_sequence() -> None:
     assert [seed for _, seed in first] == [0, 0, 1, 2, 3, 4, 5, 6, 7]
     units = [steps // first[2][0] for steps, _ in first[2:]]
     assert units == [1, 1, 2, 1, 1, 2, 4]
+
+
+def test_verify_checks_register_and_metastore_parts_of_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A run mixing register and metastore traffic has a witness per part."""
+    from tests.checkers.helpers import HistoryBuilder, write_run
+
+    h = HistoryBuilder()
+    h.op(0, "put", key="k1", value="a")
+    h.op(1, "get", key="k1", value=None, result="a")
+    h.op(2, "put", key="m/x", value="v")
+    h.op(3, "get", key="m/x", value=None, result={"value": "v"})
+    run = write_run(tmp_path / "run", h.lines(), plan={"name": "t", "seed": 1})
+    assert main(["check", str(run), "--checker", "linearizable"]) == 0
+    assert main(["verify", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "linearizable/register: witness verified" in out
+    assert "linearizable/metastore: witness verified" in out
