@@ -232,6 +232,33 @@ pre{margin:0;font-size:11px;max-width:420px;white-space:pre-wrap}.rev{font-weigh
 """
 
 
+def _coverage_section(data: RunData) -> str:
+    """The applied faults as coverage cells (kind x phase x role; harness.coverage),
+    and what a swarm or shrink left switched on: what this run tested."""
+    from harness.coverage import cells_of_history
+
+    try:
+        cells = cells_of_history(data.run.history)
+    except OSError:
+        return ""
+    counts: dict[tuple[str, str, str], int] = {}
+    for cell in cells:
+        counts[cell] = counts.get(cell, 0) + 1
+    rows = "".join(f"<tr><td>{_ESC(k)}</td><td>{_ESC(p)}</td><td>{_ESC(r)}</td><td>{n}</td></tr>"
+                   for (k, p, r), n in sorted(counts.items()))  # fmt: skip
+    opts = data.plan.get("options") or {}
+    chosen = [f"{label}: {', '.join(map(str, opts[key]))}" for key, label in (
+        ("nemesis_kinds", "fault kinds"), ("nemesis_phases", "phases"),
+        ("nemesis_targets", "roles"), ("nemesis_keep", "faults kept (shrunk)"),
+    ) if isinstance(opts.get(key), list)]  # fmt: skip
+    note = "; ".join(chosen) or "the plan's full nemesis"
+    body = (f'<table id="coverage"><tr><th>kind</th><th>phase</th><th>role</th><th>applied</th>'
+            f"</tr>{rows}</table>" if rows else "<p>No fault was applied.</p>")  # fmt: skip
+    summary = f"{len(cells)} applied faults in {len(counts)} kind x phase x role cells"
+    return (f'<section><h2>Fault coverage</h2><p class="note">{summary} ({_ESC(note)}).</p>'
+            f"{body}</section>")  # fmt: skip
+
+
 def render_html(data: RunData) -> str:
     """The whole page as a string."""
     title = f"{data.plan.get('name') or data.run.test_name} seed {data.plan.get('seed', '?')}"
@@ -243,6 +270,7 @@ def render_html(data: RunData) -> str:
         + _latency_section(data)
         + _lanes_sections(data)
         + _violation_sections(data)
+        + _coverage_section(data)
         + f'<footer class="note">generated {time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}'
         "</footer></body></html>"
     )

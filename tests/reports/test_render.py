@@ -236,3 +236,31 @@ def test_raft_anomaly_shows_its_events_side_by_side(tmp_path: Path) -> None:
     assert row is not None
     assert "two-leaders" in row.group(0)
     assert row.group(0).count('<td class="ev">') == 2
+
+
+def test_fault_coverage_counts_applied_faults_only(tmp_path: Path) -> None:
+    """The coverage table lists each applied fault's kind x phase x role cell;
+    a fault that completed info (nothing applied) is not drawn as coverage."""
+    make_run(tmp_path, seed=3, ops=100, started=1.7e9)
+    run = _runs(tmp_path)[0]
+    trigger = {"stage": "joint", "group": "part-1"}
+    kill = {"kind": "kill", "target": "primary", "trigger": trigger}
+    pause = {"kind": "pause", "target": "meta-leader"}
+    lines = [
+        {"index": 9001, "time": 10**12, "process": "nemesis", "type": "invoke", "f": "kill",
+         "value": kill},
+        {"index": 9002, "time": 10**12 + 1, "process": "nemesis", "type": "ok", "f": "kill",
+         "value": kill},
+        {"index": 9003, "time": 10**12 + 2, "process": "nemesis", "type": "invoke", "f": "pause",
+         "value": pause},
+        {"index": 9004, "time": 10**12 + 3, "process": "nemesis", "type": "info", "f": "pause",
+         "value": {**pause, "unresolved": "nobody holds it"}},
+    ]  # fmt: skip
+    with (run / "history.jsonl").open("ab") as fh:
+        for line in lines:
+            fh.write(msgspec.json.encode(line) + b"\n")
+    page = render_html(load_run_data(run))
+    table = page[page.index('id="coverage"') :]
+    assert "<td>kill</td><td>joint</td><td>primary</td><td>1</td>" in table
+    assert "meta-leader" not in table
+    assert "1 applied faults in 1 kind x phase x role cells" in page
