@@ -34,7 +34,7 @@ from rich.table import Table
 
 from harness import plan as plans
 from harness.cli import CliError
-from harness.commands_run import _positive, add_plan_flags, plan_from_args
+from harness.commands_run import _positive, add_plan_flags, plan_from_args, run_plan
 from harness.coverage import Coverage
 from harness.dbs.registry import SYSTEMS
 from harness.explore import RunSummary, choose, explored_plan, play
@@ -202,10 +202,8 @@ def _report_found(s: RunSummary) -> None:
 
 def _shrink_cmd(args: argparse.Namespace) -> int:
     run_dir: Path = args.run_dir
-    if not run_dir.is_dir():
-        raise CliError(f"{run_dir} is not a run directory")
+    plan = run_plan(run_dir)
     try:
-        plan = plans.load(run_dir / "test.json")
         if plan.backend != "sim":
             raise ShrinkError(
                 f"{run_dir} ran on {plan.backend}; shrink plays candidates in the simulator. "
@@ -214,7 +212,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
             )
         target = target_of(run_dir)
         faults = faults_of(run_dir, plan)
-    except (ShrinkError, plans.PlanError) as exc:
+    except ShrinkError as exc:
         raise CliError(str(exc)) from None
     store = args.store or run_dir.resolve().parent.parent
     started = time.monotonic()

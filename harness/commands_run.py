@@ -162,8 +162,12 @@ def add_parser(subparsers: Any) -> None:
                    help="run this plan file (test.json, or what `faultline shrink` wrote); "
                    "--backend, --store and --no-progress still apply, other plan flags "
                    "are refused")  # fmt: skip
-    p.add_argument("--attempts", type=_positive(int, "--attempts"), default=1,
-                   help="with --plan: run it N times and say how many reproduce its verdict")
+    p.add_argument(
+        "--attempts",
+        type=_positive(int, "--attempts"),
+        default=1,
+        help="with --plan: run it N times and say how many reproduce its verdict",
+    )
     p.add_argument("--leave-running", action="store_true", help="keep the cluster up")
     p.set_defaults(func=_run_cmd)
     r = subparsers.add_parser("replay", help="run a stored run's plan (same seed) again")
@@ -309,14 +313,19 @@ def _run_cmd(args: argparse.Namespace) -> int:
     return _worst(codes)
 
 
-def _replay_cmd(args: argparse.Namespace) -> int:
-    run_dir: Path = args.run_dir
+def run_plan(run_dir: Path) -> plans.Plan:
+    """A stored run's plan (CliError naming what is wrong with the run dir)."""
     if not run_dir.is_dir():
         raise CliError(f"{run_dir} is not a run directory")
     try:
-        plan = plans.load(run_dir / "test.json")
+        return plans.load(run_dir / "test.json")
     except plans.PlanError as exc:
         raise CliError(str(exc)) from None
+
+
+def _replay_cmd(args: argparse.Namespace) -> int:
+    run_dir: Path = args.run_dir
+    plan = run_plan(run_dir)
     # store/<test>/<run>: the run's own store root unless told otherwise.
     store = args.store or run_dir.resolve().parent.parent
     return _one(plan, store, args, replay_of=run_dir).exit_code
