@@ -1,0 +1,102 @@
+"""How fast `faultline explore` finds each planted defect, and how small shrink makes it.
+
+    python bench/explore.py [--repeats 5] [--workers 2] [--defects NAME,...]
+                            [--time-limit 60] [--budget "40 runs"] [--no-shrink]
+
+For each planted failpoint (README's table) and each `--bug` core defect
+(`--db-setting planted_bugs=NAME`), runs `faultline explore` with
+`--repeats` different root seeds (default 5) and prints, as a table: the
+median runs and wall seconds until the first detection (explore stops
+there), how many explores found it within the budget, and, for the first
+explore that found it, the failing run's faults and client ops against the
+shrunk plan's (`faultline shrink`). Every command is a fresh process, as a
+user would run it. Issue 17's targets: every defect found in under 60 s of
+wall time on 2 cores, shrunk schedules of 3 faults or fewer.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FAILPOINTS = (
+    "rebalance.cancel-without-revision-guard", "rebalance.ignore-last-seen",
+    "raft.skip-catchup", "raft.ignore-vote-lease", "raft.skip-check-quorum",
+    "raft.step-down-on-joint", "kv.ack-before-commit",
+)  # fmt: skip
+BUGS = ("commit-previous-term", "skip-joint", "count-learners", "single-majority-joint")
+
+
+def _flags(defect: str) -> list[str]:
+    if defect in FAILPOINTS:
+        return ["--failpoint", defect]
+    return ["--db-setting", f"planted_bugs={defect}"]
+
+
+def _cli(*args: str) -> tuple[str, float]:
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "harness.cli", *args], cwd=ROOT,
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    return out.stdout + out.stderr, time.monotonic() - started
+
+
+def _explore(defect: str, seed: int, args: argparse.Namespace, store: Path) -> dict[str, object]:
+    out, wall = _cli("explore", "--budget", args.budget, "--workers", str(args.workers),
+                     "--seed", str(seed), "--time-limit", str(args.time_limit),
+                     "--store", str(store), "--no-progress", *_flags(defect))  # fmt: skip
+    runs = re.search(r"explore: (\d+) runs", out)
+    found = re.search(r"replay: faultline replay (\S+)", out)
+    return {"runs": int(runs.group(1)) if runs else None, "wall": wall,
+            "run_dir": found.group(1) if found else None}  # fmt: skip
+
+
+def _shrink(run_dir: str, workers: int) -> str:
+    out, wall = _cli("shrink", run_dir, "--workers", str(workers))
+    m = re.search(r"shrunk: faults (\d+) -> (\d+) .*ops (\d+) -> (\d+)", out)
+    if m is None:
+        return "shrink failed: " + out.strip().splitlines()[-1][:60]
+    still = "still fails" in out
+    return (f"faults {m.group(1)} -> {m.group(2)}, ops {m.group(3)} -> {m.group(4)}"
+            f"{'' if still else ' (NOT reproduced)'} in {wall:.0f} s")  # fmt: skip
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--time-limit", type=float, default=60.0)
+    p.add_argument("--budget", default="40 runs")
+    p.add_argument("--defects", help="comma-separated subset (default: every defect)")
+    p.add_argument("--no-shrink", action="store_true")
+    args = p.parse_args()
+    defects = args.defects.split(",") if args.defects else [*FAILPOINTS, *BUGS]
+    root = Path(tempfile.mkdtemp(prefix="bench-explore-"))
+    print(f"explore per defect: {args.repeats} root seeds, {args.workers} workers, "
+          f"{args.time_limit:g} s plans, budget {args.budget}")  # fmt: skip
+    print(f"{'defect':<42} {'found':>6} {'runs (med)':>10} {'wall s (med)':>12}  shrink")
+    try:
+        for defect in defects:
+            trials = [_explore(defect, 1000 * (i + 1), args, root / f"{defect}-{i}")
+                      for i in range(args.repeats)]  # fmt: skip
+            hits = [t for t in trials if t["run_dir"]]
+            runs = statistics.median(t["runs"] for t in hits) if hits else float("nan")  # type: ignore[misc]
+            wall = statistics.median(t["wall"] for t in hits) if hits else float("nan")  # type: ignore[misc]
+            shrunk = "-" if args.no_shrink or not hits else _shrink(str(hits[0]["run_dir"]),
+                                                                    args.workers)  # fmt: skip
+            print(f"{defect:<42} {len(hits):>3}/{args.repeats:<2} {runs:>10} {wall:>12.0f}  "
+                  f"{shrunk}", flush=True)  # fmt: skip
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
