@@ -135,15 +135,26 @@ def check_partition(
     model: Model, key: Any, ops: list[LinOp], budget: Budget, *, trace: bool = False
 ) -> PartitionResult:
     """Search one partition; a budget overrun becomes an "unknown" verdict."""
+    return _run_partition(model, key, ops, budget, trace=trace)[0]
+
+
+def _run_partition(
+    model: Model, key: Any, ops: list[LinOp], budget: Budget, *, trace: bool = False,
+    resume: Search | None = None,
+) -> tuple[PartitionResult, Search | None]:  # fmt: skip
+    """`check_partition`, also returning the search (which `resume`s one
+    stopped at a step limit, with the new budget)."""
     start = time.monotonic()
     if budget.max_steps is not None and budget.max_steps < _STEPS_PER_OP * len(ops):
         budget = msgspec.structs.replace(budget, max_steps=_STEPS_PER_OP * len(ops))
     stale = find_stale_read(model, ops)
     if stale is not None:
-        return _stale_result(model, key, ops, stale, time.monotonic() - start)
-    search: Search | None = None
+        return _stale_result(model, key, ops, stale, time.monotonic() - start), None
+    search: Search | None = resume
     try:
-        search = Search(model, ops, budget, trace=trace, seed=budget.seed)
+        if search is None:
+            search = Search(model, ops, budget, trace=trace, seed=budget.seed)
+        search.budget = budget
         out = search.run()
     except Exception as exc:  # a budget overrun, or a bug: never a false verdict
         reason = str(exc) if isinstance(exc, OutOfBudgetError) else f"checker error: {exc!r}"
@@ -154,14 +165,14 @@ def check_partition(
             elapsed_s=time.monotonic() - start,
             events_done=search.out.events_done if search else 0,
             events_total=len(search.tl.kind) if search else 2 * len(ops),
-        )  # fmt: skip
+        ), (search if reason == STEP_LIMIT else None)  # fmt: skip
     return PartitionResult(
         key=key, valid=out.valid, ops=len(ops), states_explored=out.explored,
         max_frontier=out.memo_size, elapsed_s=time.monotonic() - start,
         linearized_prefix=out.prefix, unplaceable=out.unplaceable,
         events_done=out.events_done, events_total=len(search.tl.kind),
         linearization=out.order if out.valid is True else [],
-    )  # fmt: skip
+    ), None  # fmt: skip
 
 
 def _stale_result(
@@ -219,6 +230,9 @@ class _Runner:
         self.workers = workers
         self.use_pool = use_pool
         self._pool: Any = None
+        # In-process rank-order searches stopped at a step limit, by key,
+        # resumed by the next rank-order round instead of starting over.
+        self._paused: dict[str, Search] = {}
 
     def run(
         self, parts: list[tuple[Any, list[LinOp]]], budget: Budget
@@ -226,7 +240,12 @@ class _Runner:
         """Results for `parts`, in completion order; stop consuming at will."""
         if not self.use_pool or len(parts) < 2:
             for key, ops in parts:
-                yield check_partition(self.model, key, ops, budget)
+                ranked = budget.seed == 0
+                resume = self._paused.pop(repr(key), None) if ranked else None
+                result, search = _run_partition(self.model, key, ops, budget, resume=resume)
+                if ranked and search is not None:
+                    self._paused[repr(key)] = search
+                yield result
             return
         import multiprocessing  # late: most checks never start a pool
 
@@ -274,17 +293,22 @@ def _merge(results: Iterable[PartitionResult]) -> Validity:
 
 def _rounds() -> Iterator[tuple[int, int]]:
     """(step limit, restart seed) per round: two rounds in rank order, then
-    restarts that break ties at random, with step limits in the Luby
-    sequence (1, 1, 2, 1, 1, 2, 4, ... times a unit). A search
+    restarts that alternate between breaking ties at random (seeds 1, 2,
+    ..., step limits in the Luby sequence 1, 1, 2, 1, 1, 2, 4, ... times a
+    unit) and the rank order again with twice its last limit (resumed where
+    it stopped, in process), so a search that only needed more steps loses
+    about half its time to the restarts. A search
     stuck in a bad subtree of a linearizable history (heavy-tailed: one
     1,500-op register history ran past 60 s where most seeds take under one)
     is left for a fresh order; any round that finishes is a full search, so
     its verdict stands either way. Rounds end at the deadline."""
     yield from ((steps, 0) for steps in _ROUNDS)
-    seed = 1
+    seed, ranked = 1, _ROUNDS[-1]
     while True:
         yield _RESTART_STEPS * _luby(seed), seed
         seed += 1
+        ranked *= 2
+        yield ranked, 0
 
 
 def _luby(i: int) -> int:

@@ -165,6 +165,8 @@ class Search:
         self.rng = random.Random(seed) if seed else None
         self.memo: dict[tuple[int, Any, int, int], list[frozenset[int]]] = {}
         self.out = Outcome()
+        self.steps = 0  # choice points opened, over every call of `run`
+        self.check_mask = 1023  # budgets are checked every (mask + 1) steps
         # The current configuration.
         self.i = 0
         self.state: Any = model.init()
@@ -191,9 +193,11 @@ class Search:
         self._best_states: list[Any] = []
 
     def run(self) -> Outcome:
-        """Search to a verdict, or raise OutOfBudgetError."""
+        """Search to a verdict, or raise OutOfBudgetError. After a step
+        limit, calling `run` again (with a `budget` allowing more steps)
+        resumes exactly where the search stopped: the limit is checked only
+        once a move is made, when the loop's state is a fresh configuration."""
         n_events = len(self.tl.kind)
-        steps = 0
         while True:
             self._advance()
             if self.i >= n_events:
@@ -201,14 +205,14 @@ class Search:
                 self.out.order = self._order()
                 break
             self._open_frame()
-            steps += 1
-            if steps & 1023 == 0:
-                self.budget.check(steps)
-                if len(self.memo) > self.budget.max_memo:
-                    self._shrink_memo()
+            self.steps += 1
             if not self._next_child():
                 self._fail()
                 break
+            if self.steps & self.check_mask == 0:
+                if len(self.memo) > self.budget.max_memo:
+                    self._shrink_memo()
+                self.budget.check(self.steps)
         self.out.memo_size = len(self.memo)
         return self.out
 

@@ -3,6 +3,7 @@ and `faultline verify` re-checking both."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import time
@@ -15,12 +16,13 @@ from hypothesis import strategies as st
 
 from checkers.linearizability import MODELS, LinOp, check
 from checkers.linearizability.check import partition, prepare
-from checkers.linearizability.search import Budget, Search
+from checkers.linearizability.search import Budget, OutOfBudgetError, Search
 from checkers.linearizability.shrink import check_reduction, proves_failure
 from checkers.linearizability.stale import check_stale, find_stale_read
 from checkers.linearizability.synth import SynthSpec, synthesize
 from checkers.linearizability.types import Witness
 from checkers.linearizability.witness import WitnessError, verify
+from checkers.linearizability.witness import build as build_witness
 from harness.cli import main
 
 DATA = Path(__file__).parent / "data"
@@ -266,14 +268,16 @@ def test_a_restart_order_reaches_the_same_verdict(
 
 
 def test_restart_step_limits_follow_the_luby_sequence() -> None:
-    """Restarts get 1 1 2 1 1 2 4 ... units of steps after the first rounds."""
+    """Random-order restarts get 1 1 2 1 1 2 4 ... units; rank order doubles between."""
     from checkers.linearizability.check import _rounds
 
     rounds = _rounds()
-    first = [next(rounds) for _ in range(9)]
-    assert [seed for _, seed in first] == [0, 0, 1, 2, 3, 4, 5, 6, 7]
-    units = [steps // first[2][0] for steps, _ in first[2:]]
+    first = [next(rounds) for _ in range(16)]
+    assert [seed for _, seed in first[2::2]] == [1, 2, 3, 4, 5, 6, 7]
+    units = [steps // first[2][0] for steps, _ in first[2::2]]
     assert units == [1, 1, 2, 1, 1, 2, 4]
+    ranked = [steps for steps, seed in first[1:] if seed == 0]
+    assert all(b == 2 * a for a, b in itertools.pairwise(ranked))
 
 
 def test_verify_checks_register_and_metastore_parts_of_a_run(
@@ -293,3 +297,33 @@ def test_verify_checks_register_and_metastore_parts_of_a_run(
     out = capsys.readouterr().out
     assert "linearizable/register: witness verified" in out
     assert "linearizable/metastore: witness verified" in out
+
+
+@settings(max_examples=60, deadline=None)
+@given(specs, st.booleans(), st.data())
+def test_a_search_resumed_after_every_step_reaches_the_same_verdict(
+    spec: SynthSpec, corrupt: bool, data: st.DataObject
+) -> None:
+    """Stopping at a step limit and resuming loses nothing: same verdict,
+    and a witness that verifies."""
+    model = MODELS[spec.model]
+    ops = synthesize(spec, model)
+    reads = [i for i, op in enumerate(ops) if op.known and op.f in ("get", "read")]
+    if corrupt and reads:
+        i = data.draw(st.sampled_from(reads))
+        ops[i] = msgspec.structs.replace(ops[i], output=data.draw(st.sampled_from([0, 1, "<1>"])))
+    for key, part in partition(prepare(ops, model), model):
+        whole = Search(model, part, Budget(time.monotonic() + 30, 10**6, 0), trace=False).run()
+        search = Search(model, part, Budget(time.monotonic() + 30, 10**6, 0, 0), trace=False)
+        search.check_mask = 0
+        limit = 0
+        while True:
+            try:
+                out = search.run()
+                break
+            except OutOfBudgetError:
+                limit += 1
+                search.budget = Budget(time.monotonic() + 30, 10**6, 0, limit)
+        assert out.valid == whole.valid
+        if out.valid is True:
+            build_witness(model, key, part, out.order)
