@@ -41,7 +41,10 @@ def _digest(run_dir: Path) -> str:
 
 
 def test_the_default_plan_runs_every_workload_and_fault_kind(tmp_path: Path) -> None:
-    run_dir = _sim(tmp_path, seed=3, time_limit=20.0)
+    # Which faults a 20 s run applies is the seed's draw: seed 9 applies all four
+    # kinds and completes a cancel (seed 3 did until the determinism fixes of
+    # session 4 changed its course; checked again whenever the loop changes).
+    run_dir = _sim(tmp_path, seed=9, time_limit=20.0)
     history = _history(run_dir)
     fs = {str(e["f"]) for e in history if e["type"] == "ok"}
     # register, change-peers, rebalance (alter-zone), cancel-race, metastore traffic
