@@ -5,7 +5,13 @@ period long enough (the last fault or membership change ended at least
 `quiet_s` before the history does) and each group's final voters. Then:
 
 - L2 stability: in the last half of the quiet period, [last end + Q/2,
-  history end], no voter of a group's final configuration changes role,
+  history end], but never before RECOVERY_TIMEOUTS election timeouts after
+  the last fault (the longest timeout the nodes' `started` events report;
+  a randomized timeout is up to 2T, and a split vote takes another round, so
+  an election the last fault caused may legitimately end ~4T later: a short
+  quiet period must not call that recovery instability; a quiet period with
+  no time left after it is not judged, figure -1), no voter of a group's
+  final configuration changes role,
   term or the leader it follows, or steps down. Audit events are placed on
   the history's clock by checkers.audit.history_clock; without the run's
   timeline.json that cannot be done and the figure `stability-groups` is
@@ -35,6 +41,8 @@ from checkers.stats import MEMBERSHIP_FS
 
 NS_PER_S = 1_000_000_000
 DEFAULT_AVAILABILITY_BOUND_S = 5.0
+RECOVERY_TIMEOUTS = 4  # election timeouts an election caused by the last fault may take
+DEFAULT_ELECTION_TIMEOUT_NS = 10 * 50e6  # ember's defaults: 10 ticks of 50 ms
 _UNSTABLE = frozenset({"role", "term", "leader", "step-down"})
 _CHANGES = frozenset({"config-appended", "config-committed", "change-stage"})
 
@@ -53,7 +61,9 @@ def check_stability(
         return -1
     quiet_ns = quiet_s * NS_PER_S
     end = ctx.events[-1].time if ctx.events else 0
-    start = int(last_end + quiet_ns / 2)
+    start = int(last_end + max(quiet_ns / 2, _recovery_ns(ctx.audit)))
+    if start >= end:
+        return -1
     changing = {str(ev.get("group")) for evs in ctx.audit.values() for ev in evs
                 if ev.get("kind") in _CHANGES and last_end <= at(ev) <= end}  # fmt: skip
     voters = {g: v for g, v in voters.items() if g not in changing}
@@ -74,6 +84,15 @@ def check_stability(
                     events=[ev], time=t,
                 ))  # fmt: skip
     return len(voters)
+
+
+def _recovery_ns(audit: dict[str, list[dict[str, Any]]]) -> float:
+    """RECOVERY_TIMEOUTS of the longest election timeout the nodes started with."""
+    timeouts = [float(ev["tick_ms"]) * float(ev["election_timeout_ticks"]) * 1e6
+                for evs in audit.values() for ev in evs
+                if ev.get("kind") == "started" and "tick_ms" in ev
+                and "election_timeout_ticks" in ev]  # fmt: skip
+    return RECOVERY_TIMEOUTS * max(timeouts, default=DEFAULT_ELECTION_TIMEOUT_NS)
 
 
 def check_availability(ctx: CheckContext, healed: int, out: list[Anomaly]) -> dict[str, Any]:
