@@ -146,11 +146,7 @@ def play(plan_bytes: bytes, store: str, keep_valid: bool = False) -> RunSummary:
         outcome = run(plan, scratch)
         wall = time.monotonic() - started
         path = outcome.run.path
-        results = (
-            msgspec.json.decode((path / "results.json").read_bytes())
-            if (path / "results.json").is_file()
-            else {}
-        )
+        results = msgspec.to_builtins(outcome.result)  # what results.json holds, not re-read
         sim_s = next(
             (float(n.split()[1]) for n in outcome.notes if n.startswith("simulated ")), 0.0
         )

@@ -109,7 +109,7 @@ class Outcome:
 
 # --- the matrix file ------------------------------------------------------
 
-_EXPLORED = re.compile(r"explore: \d+ runs in[^\n]*\n?[^\n]*cells")
+_EXPLORED = re.compile(r"explore: \d+ runs in[^\n]*cells")
 
 _KEYS: dict[str, str] = {
     "backend": f"one of {', '.join(BACKENDS)}",
@@ -286,7 +286,7 @@ def _read_verdict(outcome: Outcome) -> None:
     explored = _EXPLORED.search(outcome.output_tail)
     if explored is not None:
         # Explore keeps only the runs that are not valid: its summary is the verdict.
-        outcome.reasons.append(explored.group(0).replace("\n", " "))
+        outcome.reasons.append(explored.group(0))
         if outcome.run_dir is None and code == 0:
             outcome.status = PASSED
             return
