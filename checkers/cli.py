@@ -111,12 +111,17 @@ def _load(path: Path, fmt: str, notes: list[str]) -> tuple[Any, ...]:
 
 def run(args: argparse.Namespace) -> int:
     """Checks the run and returns the exit code for its verdict."""
+    from checkers.audit import load_timeline
     from checkers.compose import check, write_results
     from checkers.sim import load_sim_report
 
     notes: list[str] = []
     plan, history, audit, run_dir, file, fmt = _load(Path(args.path), args.format, notes)
     options: dict[str, Any] = {}
+    if fmt == "faultline":
+        # The anchor of the audit events on the history's clock: without it
+        # the time rules (check quorum, stability after heal) cannot run.
+        options["history_zero_wall"] = load_timeline(run_dir)
     if args.model:
         options["model"] = args.model
     if args.time_limit:
