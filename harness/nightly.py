@@ -435,6 +435,48 @@ def summary_table(outcomes: list[Outcome]) -> Any:
     return table
 
 
+def night_coverage(matrix: Matrix, outcomes: list[Outcome], before: Any) -> Any:
+    """The night's fault coverage (harness.coverage): the applied faults of its
+    runs' histories, plus, when cells explore, what the night's explores added
+    to the store's table (`before` is that table as the night started; explore
+    keeps only failing runs' dirs, so their histories alone would undercount)."""
+    from harness.commands_explore import COVERAGE_FILE
+    from harness.coverage import Coverage, cells_of_history
+
+    night = Coverage()
+    if matrix.explore_budget is not None:
+        after = Coverage.load(matrix.store / COVERAGE_FILE)
+        night.add(c for c, n in after.hits.items() for _ in range(n - before.hits.get(c, 0)))
+        return night
+    for o in outcomes:
+        history = RunDir(o.run_dir).history if o.run_dir is not None else None
+        if history is not None and history.is_file():
+            night.add(cells_of_history(history))
+    return night
+
+
+def coverage_table(coverage: Any) -> Any:
+    """The coverage as a rich table: a row per fault kind, a column per phase,
+    each entry cells hit / cells there are (one per role)."""
+    from rich.table import Table
+
+    rows = coverage.table()
+    phases = list(dict.fromkeys(phase for _, phase, _, _ in rows))
+    table = Table(title="fault coverage (kind x phase: roles hit / roles)")
+    table.add_column("kind")
+    for phase in phases:
+        table.add_column(phase, justify="right")
+    for kind in dict.fromkeys(kind for kind, _, _, _ in rows):
+        got = {phase: (hit, total) for k, phase, hit, total in rows if k == kind}
+        table.add_row(kind, *(_fraction(*got[p]) if p in got else "" for p in phases))
+    table.caption = f"{coverage.hit} of {coverage.total} cells hit"
+    return table
+
+
+def _fraction(hit: int, total: int) -> str:
+    return f"[{'green' if hit == total else 'yellow' if hit else 'dim'}]{hit}/{total}[/]"
+
+
 # --- command line -------------------------------------------------------------
 
 
@@ -470,6 +512,13 @@ def _main(args: argparse.Namespace) -> int:
         matrix, junit=args.junit or matrix.junit, store=args.store or matrix.store,
         budget_s=args.budget or matrix.budget_s,
     )  # fmt: skip
+    from harness.commands_explore import COVERAGE_FILE
+    from harness.coverage import Coverage
+
+    try:
+        before = Coverage.load(matrix.store / COVERAGE_FILE)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     console = Console(stderr=True)
     timestamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime())
     with Progress(console=console, transient=True) as bar:
@@ -482,5 +531,6 @@ def _main(args: argparse.Namespace) -> int:
     matrix.junit.parent.mkdir(parents=True, exist_ok=True)
     matrix.junit.write_bytes(junit_xml(outcomes, matrix, timestamp))
     Console().print(summary_table(outcomes))
+    Console().print(coverage_table(night_coverage(matrix, outcomes, before)))
     print(f"JUnit XML: {matrix.junit}")
     return exit_code(outcomes)

@@ -210,7 +210,15 @@ def test_a_cell_can_explore_instead_of_running_once(tmp_path: Path) -> None:
     (outcome,) = run_night(m)
     assert outcome.status == PASSED, [*outcome.reasons, outcome.output_tail]
     assert any("explore: 2 runs" in r and "2 valid" in r for r in outcome.reasons)
-    assert (tmp_path / "store" / "explore" / "coverage.json").is_file()
+    table = tmp_path / "store" / "explore" / "coverage.json"
+    assert table.is_file()
+    # The night's coverage is what its explores added to the store's table.
+    from harness.coverage import Coverage
+    from harness.nightly import night_coverage
+
+    stored = Coverage.load(table)
+    assert night_coverage(m, [outcome], Coverage()).hits == stored.hits
+    assert night_coverage(m, [outcome], stored).hit == 0
 
 
 @pytest.mark.parametrize(("raw", "message"), [
@@ -222,3 +230,46 @@ def test_a_bad_explore_budget_is_one_clear_error(raw: dict[str, object], message
 
     with pytest.raises(MatrixError, match=re.escape(message)):
         parse_matrix({"workloads": ["register"], "nemeses": ["kill"], **raw})
+
+
+def _fault(kind: str, **value: object) -> str:
+    import json
+
+    op = {"process": "nemesis", "type": "ok", "f": "start", "value": {"kind": kind, **value}}
+    return json.dumps(op, separators=(",", ":"))
+
+
+def test_night_coverage_counts_the_applied_faults_of_its_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A night of plain runs: the cells of every run's applied faults, an
+    `info` (not applied) fault hitting none; the summary prints the table."""
+    from rich.console import Console
+
+    from harness.coverage import Coverage
+    from harness.nightly import coverage_table, night_coverage
+
+    m = stub_matrix(tmp_path)
+    runs = []
+    for name, lines in {
+        "a": [_fault("kill", target="group-leader"),
+              _fault("partition", grouping="isolate", target="meta-leader",
+                     trigger={"stage": "joint"})],
+        "b": [_fault("kill", target="group-leader"), _fault("slow").replace('"ok"', '"info"')],
+    }.items():  # fmt: skip
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "history.jsonl").write_text("\n".join(lines) + "\n")
+        runs.append(Outcome(m.cells()[0], PASSED, run_dir=tmp_path / name))
+    runs.append(Outcome(m.cells()[0], ERROR))  # no run dir: nothing to count
+    night = night_coverage(m, runs, Coverage())
+    assert {c: n for c, n in night.hits.items() if n} == {
+        ("kill", "timer", "group-leader"): 2, ("partition", "joint", "meta-leader"): 1,
+    }  # fmt: skip
+    Console(width=200).print(coverage_table(night))
+    out = capsys.readouterr().out
+    assert f"2 of {night.total} cells hit" in out
+    rows = {line.split()[1]: line.split("│")[2:-1] for line in out.splitlines()
+            if line.startswith("│")}  # fmt: skip
+    assert [c.strip() for c in rows["kill"]][-1] == "1/6"  # the timer column
+    assert [c.strip() for c in rows["partition"]][1] == "1/6"  # joint
+    assert {c.strip() for c in rows["slow"]} == {"0/1"}
