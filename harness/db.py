@@ -26,7 +26,7 @@ import msgspec
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.store import RunDir
-from nemesis import process
+from nemesis import journal, process
 from nemesis.fault import Fault
 from nemesis.process import ProcessSpec
 
@@ -342,11 +342,17 @@ class EmberDB(ProcessDB):
     def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
         """POST or DELETE /admin/failpoints/<failpoint>; DBError if refused."""
         url = f"{self.urls()[name]}/admin/failpoints/{failpoint}"
-        got = (
-            http_json(url, "POST", dict(params)) if params is not None else http_json(url, "DELETE")
-        )
+        heal = {name: [failpoint_off_command(failpoint)]}
+        if params is None:
+            got = http_json(url, "DELETE")
+        else:
+            # Journaled first, with the heal a later `faultline clean` runs on the node.
+            journal.note_fault("failpoint", heal, {name: [f"POST {url} {dict(params)}"]})
+            got = http_json(url, "POST", dict(params))
         if got is None:
             raise DBError(f"{name} refused failpoint {failpoint} ({url})")
+        if params is None:
+            journal.note_healed("failpoint", heal)
 
     def audit_path(self) -> str:
         """events.jsonl in the data dir."""
@@ -357,6 +363,18 @@ class EmberDB(ProcessDB):
         return self.fetch_files(
             control, names, run, ((self.log_path, "log"), (self.audit_path(), "events"))
         )
+
+
+def failpoint_off_command(failpoint: str) -> str:
+    """A shell command, run on a node, that switches ember's `failpoint` off
+    there (nothing to do, and exit 0, when ember is not running)."""
+    url = f"http://127.0.0.1:{HTTP_PORT}/admin/failpoints/{failpoint}"
+    program = (
+        "import urllib.request as u\n"
+        f"try: u.urlopen(u.Request({url!r}, method='DELETE'), timeout=5)\n"
+        "except OSError: pass"
+    )
+    return f"python3 -c {shlex.quote(program)} || true"
 
 
 def in_flight(assignments: Mapping[str, Any]) -> set[str]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.control import CommandResult
+from nemesis import journal
 
 CHAIN = "FAULTLINE"  # our iptables chain: healing never touches other rules
 QDISC_HANDLE = "fa17"  # our root qdisc's handle: healing deletes only ours
@@ -57,6 +58,7 @@ class Fault:
     def heal(self, control: Runner, *, timeout_s: float = 60.0) -> Fault:
         """Undo this fault; returns the record of the undo."""
         run_scripts(control, self.heal_commands, timeout_s=timeout_s)
+        journal.note_healed(self.kind, self.heal_commands)
         return Fault(
             kind=f"heal-{self.kind}", detail=dict(self.detail), commands=self.heal_commands
         )
@@ -105,6 +107,9 @@ def apply_with_output(
         commands={n: tuple(c) for n, c in commands.items()},
         heal_commands={n: tuple(c) for n, c in heal_commands.items()},
     )
+    # Written down (fsync'd) before it runs: a harness killed mid-fault
+    # leaves a journal that says what to undo (nemesis.journal).
+    journal.note_fault(kind, fault.heal_commands, fault.commands)
     try:
         results = run_scripts(control, fault.commands, timeout_s=timeout_s)
     except BaseException:

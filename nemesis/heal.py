@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from harness.control import CommandResult, Control
+from nemesis import journal
 from nemesis.fault import CHAIN, PAUSED_FILE, QDISC_HANDLE
 
 HEAL_ALL = "; ".join(
@@ -32,4 +33,8 @@ HEAL_ALL = "; ".join(
 def heal_all(control: Control, names: Sequence[str] | None = None) -> dict[str, CommandResult]:
     """Remove every faultline fault from `names` (all of the control's nodes by default)."""
     targets = list(control.nodes) if names is None else list(names)
-    return control.run_many(dict.fromkeys(targets, HEAL_ALL), timeout_s=30)
+    results = control.run_many(dict.fromkeys(targets, HEAL_ALL), timeout_s=30)
+    current = journal.current()
+    if current is not None and names is None:
+        current.write({"type": "heal-all"})
+    return results
