@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import ctypes
 import multiprocessing
 import os
 import re
 import shlex
 import shutil
+import signal
+import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -42,6 +45,7 @@ from harness.shrink import Shrinker, ShrinkError, faults_of, target_of
 from harness.store import DEFAULT_ROOT
 
 COVERAGE_FILE = Path("explore") / "coverage.json"
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 def parse_budget(text: str) -> tuple[float | None, int | None]:
@@ -61,7 +65,31 @@ def parse_budget(text: str) -> tuple[float | None, int | None]:
 
 def _pool(workers: int) -> ProcessPoolExecutor:
     # spawn: the parent may have threads (rich's refresher); a fork would copy their locks.
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
+    return ProcessPoolExecutor(
+        workers, mp_context=multiprocessing.get_context("spawn"),
+        initializer=_die_with_parent, initargs=(os.getpid(),),
+    )  # fmt: skip
+
+
+def _die_with_parent(parent: int) -> None:
+    """Worker start-up: end when the explore or shrink that started it ends,
+    however it ends (a SIGKILLed parent cannot shut its pool down, and an
+    orphaned worker would play its seed to the end and then wait forever)."""
+    if sys.platform == "linux":
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the line above
+        os._exit(1)
+
+
+def _raise_interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # SIGTERM unwinds like Ctrl-C: the pool is shut down
+
+
+def _stop_workers(pool: ProcessPoolExecutor) -> None:
+    """End the workers' runs now instead of waiting for them to finish."""
+    for proc in list(getattr(pool, "_processes", {}).values()):
+        proc.kill()
 
 
 def _verdict(s: RunSummary) -> str:
@@ -144,6 +172,7 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         return seconds is None or time.monotonic() - tally.started < seconds
 
     pool = _pool(workers)
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         live = (
             None
@@ -169,6 +198,7 @@ def _explore_cmd(args: argparse.Namespace) -> int:
                     live.update(tally.render())
     except KeyboardInterrupt:
         print("explore: interrupted; runs in flight are dropped")
+        _stop_workers(pool)
     finally:
         for fut in running:
             fut.cancel()
@@ -231,6 +261,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
 
     pool = _pool(args.workers or os.cpu_count() or 1)
     scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"faultline-shrink-{os.getpid()}"
+    signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         shrinker = Shrinker(plan, target, pool, scratch, on_run)
         small = shrinker.shrink(faults)
@@ -240,6 +271,9 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
         out = args.out or run_dir / "shrunk.json"
         out.write_bytes(plans.dump(small))
         final = pool.submit(play, plans.dump(small), str(store), True).result()
+    except KeyboardInterrupt:
+        _stop_workers(pool)
+        raise CliError("shrink: interrupted before it finished") from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(scratch, ignore_errors=True)  # the failing candidates' run dirs
