@@ -85,17 +85,34 @@ def _key(kind: str, heal: Commands) -> tuple[str, tuple[tuple[str, tuple[str, ..
 
 
 class Journal:
-    """Appends fsync'd records to `path` (see the module doc); thread-safe."""
+    """Appends fsync'd records to `path` (see the module doc); thread-safe.
 
-    def __init__(self, path: Path, *, running_dir: Path | None = None) -> None:
-        self.path = path
+    Made without a path, it records nothing until `open`: a run makes its
+    journal current before its cluster exists, and opens it in the run dir
+    once that exists (`harness.runner`)."""
+
+    def __init__(self, path: Path | None = None, *, running_dir: Path | None = None) -> None:
+        self.path: Path | None = None
         self._lock = threading.Lock()
         self._next_id = 1
         self._open: dict[Any, list[int]] = {}
+        self._file: Any = None
+        self._marker: Path | None = None
+        if path is not None:
+            self.open(path, running_dir=running_dir)
+
+    @property
+    def is_open(self) -> bool:
+        """Whether records are being written."""
+        return self._file is not None and not self._file.closed
+
+    def open(self, path: Path, *, running_dir: Path | None = None) -> None:
+        """Start appending to `path`; with `running_dir`, leave a marker
+        there (naming the run dir) until the run ends."""
+        self.path = path
         self._file = path.open("ab")
         if self._file.tell() and not path.read_bytes().endswith(b"\n"):
             self._file.write(b"\n")  # `clean` appending after a line a kill cut short
-        self._marker: Path | None = None
         if running_dir is not None:
             running_dir.mkdir(parents=True, exist_ok=True)
             me = owner()
@@ -149,7 +166,7 @@ class Journal:
 
     def close(self, *, ended: bool) -> None:
         """Close the file; `ended`: the run left nothing behind (writes `end`)."""
-        if self._file.closed:
+        if not self.is_open:
             return
         if ended:
             self.write({"type": "end"})
@@ -190,14 +207,14 @@ def note_fault(kind: str, heal: Commands, commands: Commands | None = None) -> N
     """Journal a fault about to be applied (nothing without a current journal
     or when there is nothing to heal: a start or a resume is no fault)."""
     journal = _current
-    if journal is not None and any(heal.values()):
+    if journal is not None and journal.is_open and any(heal.values()):
         journal.fault(kind, heal, commands)
 
 
 def note_healed(kind: str, heal: Commands) -> None:
     """Journal that a fault's heal ran."""
     journal = _current
-    if journal is not None and any(heal.values()):
+    if journal is not None and journal.is_open and any(heal.values()):
         journal.healed(kind, heal)
 
 

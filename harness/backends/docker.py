@@ -9,6 +9,14 @@ entrypoint. It then waits until every sshd answers. Everything it makes
 carries the label `faultline.cluster=<name>`, so `cleanup()` can find and
 remove what a crashed run left, and `down()` is just `cleanup(name)` plus the
 key directory. A failure half-way through `up()` removes what was made.
+
+Everything also carries its owner: the host name, pid and process start time
+of the process that made it (`faultline.owner.*`) and the key directory. A
+process killed with SIGKILL cannot remove its cluster; `clusters()` lists
+every cluster with its owner's state, and `cleanup_dead()` removes the ones
+whose owner is gone (the next `faultline run`, pytest session or `faultline
+clean --all-dead` calls it). A cluster whose owner lives, or lives on
+another host, is never touched by it.
 """
 
 from __future__ import annotations
@@ -17,6 +25,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -27,9 +36,12 @@ import paramiko
 from harness.backends.base import NodeHandle, SshTarget
 from harness.backends.engine import DockerUnavailableError, connect_docker
 from harness.control import Control
+from nemesis.journal import owner, owner_state
 
 LABEL = "faultline.cluster"
 NODE_LABEL = "faultline.node"
+OWNER_HOST, OWNER_PID, OWNER_STARTED = (f"faultline.owner.{k}" for k in ("host", "pid", "started"))
+KEY_DIR_LABEL = "faultline.keydir"
 DEFAULT_IMAGE = "faultline-ember:latest"
 
 
@@ -50,6 +62,8 @@ def make_key_pair(directory: Path, comment: str) -> tuple[Path, str]:
 class DockerBackend:
     """A cluster of `size` containers named after `name`."""
 
+    removes_nodes = True  # `down` removes the nodes, with every fault on them
+
     def __init__(
         self,
         name: str,
@@ -57,6 +71,7 @@ class DockerBackend:
         size: int = 5,
         image: str = DEFAULT_IMAGE,
         ssh_timeout_s: float = 60.0,
+        on_step: Callable[[str], None] = lambda _m: None,
     ) -> None:
         if not name.replace("-", "").isalnum():
             raise ValueError(f"cluster name {name!r} must be letters, digits and '-'")
@@ -66,6 +81,7 @@ class DockerBackend:
         self.size = size
         self.image = image
         self.ssh_timeout_s = ssh_timeout_s
+        self.on_step = on_step  # what `up` is doing now, for the live status line
         self._nodes: list[NodeHandle] = []
         self._key_dir: Path | None = None
 
@@ -91,14 +107,19 @@ class DockerBackend:
         try:
             self._key_dir = Path(tempfile.mkdtemp(prefix=f"faultline-{self.name}-"))
             key_path, public_key = make_key_pair(self._key_dir, f"faultline-{self.name}")
-            labels = {LABEL: self.name}
+            me = owner()
+            labels = {LABEL: self.name, OWNER_HOST: me["host"], OWNER_PID: str(me["pid"]),
+                      OWNER_STARTED: me["started"], KEY_DIR_LABEL: str(self._key_dir)}  # fmt: skip
+            self.on_step(f"creating network {self.network_name}")
             client.networks.create(self.network_name, driver="bridge", labels=labels)
             names = [f"n{i}" for i in range(1, self.size + 1)]
+            self.on_step(f"starting containers {', '.join(names)} of {self.name}")
             with ThreadPoolExecutor(max_workers=self.size) as pool:
                 handles = list(
-                    pool.map(lambda n: self._start(client, n, public_key, key_path), names)
+                    pool.map(lambda n: self._start(client, n, public_key, key_path, labels), names)
                 )
             self._nodes = handles
+            self.on_step(f"waiting for sshd on {', '.join(names)}")
             with Control(handles) as control:
                 control.wait_reachable(self.ssh_timeout_s)
         except BaseException:
@@ -106,7 +127,9 @@ class DockerBackend:
             raise
         return self.nodes
 
-    def _start(self, client: Any, node: str, public_key: str, key_path: Path) -> NodeHandle:
+    def _start(
+        self, client: Any, node: str, public_key: str, key_path: Path, labels: dict[str, str]
+    ) -> NodeHandle:
         try:
             container = client.containers.run(
                 self.image,
@@ -121,7 +144,7 @@ class DockerBackend:
                 cap_add=["NET_ADMIN"],
                 init=True,
                 environment={"FAULTLINE_AUTHORIZED_KEY": public_key},
-                labels={LABEL: self.name, NODE_LABEL: node},
+                labels={**labels, NODE_LABEL: node},
                 ports={"22/tcp": ("127.0.0.1", None)},
             )
         except docker.errors.APIError as exc:
@@ -150,13 +173,16 @@ def cleanup(name: str | None = None) -> list[str]:
     client = connect_docker()
     selector = {"label": f"{LABEL}={name}" if name else LABEL}
     removed: list[str] = []
+    key_dirs: set[str] = set()
     for container in client.containers.list(all=True, filters=selector):
+        key_dirs.add(container.labels.get(KEY_DIR_LABEL, ""))
         try:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             continue  # removed concurrently: the goal is reached
         removed.append(f"container {container.name}")
     for network in client.networks.list(filters=selector):
+        key_dirs.add((network.attrs.get("Labels") or {}).get(KEY_DIR_LABEL, ""))
         for _attempt in range(20):
             try:
                 network.remove()
@@ -166,6 +192,56 @@ def cleanup(name: str | None = None) -> list[str]:
             except docker.errors.APIError:
                 time.sleep(0.25)  # endpoints of just-removed containers linger briefly
         removed.append(f"network {network.name}")
+    for key_dir in sorted(d for d in key_dirs if _is_our_key_dir(d)):
+        shutil.rmtree(key_dir, ignore_errors=True)  # what a killed owner could not remove
+    return removed
+
+
+def _is_our_key_dir(path: str) -> bool:
+    # Only a directory make_key_pair could have made: never a label's arbitrary path.
+    where = Path(path)
+    return (
+        bool(path)
+        and where.parent == Path(tempfile.gettempdir())
+        and where.name.startswith("faultline-")
+        and where.is_dir()
+    )
+
+
+def clusters() -> dict[str, dict[str, Any]]:
+    """Every faultline cluster on the engine: name -> its owner's labels and
+    `state` (alive, dead, elsewhere, or unknown for a cluster made before
+    owners were labelled) and how many containers it has."""
+    client = connect_docker()
+    found: dict[str, dict[str, Any]] = {}
+    labelled = [
+        *(c.labels for c in client.containers.list(all=True, filters={"label": LABEL})),
+        *((n.attrs.get("Labels") or {}) for n in client.networks.list(filters={"label": LABEL})),
+    ]
+    for labels in labelled:
+        entry = found.setdefault(labels[LABEL], {"containers": 0, "labels": labels})
+        entry["containers"] += NODE_LABEL in labels
+    for entry in found.values():
+        labels = entry["labels"]
+        pid = labels.get(OWNER_PID, "")
+        entry["owner"] = f"pid {pid} on {labels.get(OWNER_HOST)}" if pid else "unknown"
+        entry["state"] = (
+            owner_state(labels[OWNER_HOST], int(pid), labels.get(OWNER_STARTED, ""))
+            if pid.isdigit() and OWNER_HOST in labels
+            else "unknown"
+        )
+    return found
+
+
+def cleanup_dead() -> list[str]:
+    """Remove every cluster whose owner process (on this host) is gone;
+    return what was removed, cluster by cluster."""
+    removed = []
+    for name, entry in sorted(clusters().items()):
+        if entry["state"] == "dead":
+            what = cleanup(name)
+            removed.append(f"cluster {name} (owner {entry['owner']}, gone): removed "
+                           f"{len(what)} containers and networks")  # fmt: skip
     return removed
 
 

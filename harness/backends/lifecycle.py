@@ -4,8 +4,12 @@ Theory of operation: `managed_cluster(backend)` brings the backend up and
 yields its nodes and a `Control`. On the way out, whether the body returned,
 raised, or was interrupted by SIGINT (KeyboardInterrupt) or SIGTERM (turned
 into `Terminated` here, since Python would otherwise die without unwinding),
-it heals every fault (`nemesis.heal.heal_all`) and then brings the backend
-down. While cleaning up, further SIGINT/SIGTERM are ignored so an impatient
+it heals every fault and then brings the backend down. Healing runs, on the
+nodes, the heal commands of every fault the run's journal still lists
+(`nemesis.journal`: killed nodes restarted, failpoints switched off), then
+`nemesis.heal.heal_all`; once the backend is down, a journal with nothing
+left unhealed gets its `end` record, so no later `faultline clean` has
+anything to do for this run. While cleaning up, further SIGINT/SIGTERM are ignored so an impatient
 second Ctrl-C cannot leave the cleanup half done.
 """
 
@@ -20,7 +24,8 @@ from types import FrameType
 
 from harness.backends.base import Backend, NodeHandle
 from harness.control import Control, ControlError
-from nemesis.heal import heal_all
+from nemesis import journal
+from nemesis.heal import heal_all, heal_journaled
 
 
 class Terminated(BaseException):
@@ -49,17 +54,35 @@ def managed_cluster(
         if in_main:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        record = journal.current()
+        record = record if record is not None and record.is_open else None
+        healed = control is None or not heal
         try:
             if control is not None:
                 if heal:
-                    try:
-                        heal_all(control)
-                    except ControlError as exc:  # a dead node has nothing left to heal
-                        print(f"warning: healing failed: {exc}", file=sys.stderr)
+                    healed = _heal(control, record)
                 control.close()
             if not leave_running:
                 backend.down()
+                # Removed nodes carry no fault, healed or not.
+                healed = healed or bool(getattr(backend, "removes_nodes", False))
+            if record is not None:
+                record.close(ended=healed)
         finally:
             if in_main:
                 signal.signal(signal.SIGINT, previous_int)
                 signal.signal(signal.SIGTERM, previous or signal.SIG_DFL)
+
+
+def _heal(control: Control, record: journal.Journal | None) -> bool:
+    """Heal the journal's faults, then every fault of ours; whether all went."""
+    failures = []
+    if record is not None and record.path is not None:
+        failures = heal_journaled(control, record.path)
+    try:
+        heal_all(control)
+    except ControlError as exc:  # a dead node has nothing left to heal
+        failures.append(str(exc))
+    for failure in failures:
+        print(f"warning: healing failed: {failure}", file=sys.stderr)
+    return not failures

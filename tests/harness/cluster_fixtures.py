@@ -7,12 +7,19 @@ image is built from a snapshot of the source taken at session start, so
 edits made while the tests run cannot change what "unchanged inputs" means.
 The node process under test is a stand-in (`sleep`), as ember-node does not
 exist yet: control and nemesis work on any process.
+
+A session killed before its finalizers ran must not leak its cluster
+(`faultline-pytest-<pid>-n*` and its network): SIGTERM is turned into
+KeyboardInterrupt while the cluster is up, so pytest tears the session
+down, and a SIGKILLed session's cluster (its owner pid now gone) is removed
+by the next session before it starts its own (`cleanup_dead`).
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from harness.backends.base import NodeHandle
-from harness.backends.docker import DockerBackend
+from harness.backends.docker import DockerBackend, cleanup_dead
 from harness.backends.engine import DockerUnavailableError, connect_docker
 from harness.control import Control
 from harness.images import BuildReport, build_image, snapshot_source
@@ -57,7 +64,10 @@ def shared_cluster(request: pytest.FixtureRequest) -> SharedCluster:
     if _shared:
         return _shared[0]
     require_docker()
+    for line in cleanup_dead():
+        print(f"removed what a killed run or session left: {line}")
     request.addfinalizer(_teardown)
+    _terminate_as_interrupt()
     source = Path(tempfile.mkdtemp(prefix="faultline-src-"))
     _temp_dirs.append(source)
     snapshot_source(source)
@@ -70,7 +80,20 @@ def shared_cluster(request: pytest.FixtureRequest) -> SharedCluster:
     return _shared[0]
 
 
+def _on_sigterm(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt("SIGTERM")  # pytest then runs the session's finalizers
+
+
+def _terminate_as_interrupt() -> None:
+    # Only where nobody else handles SIGTERM (the default would end the
+    # process without teardown); a test that installs its own restores ours.
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+
+
 def _teardown() -> None:
+    if signal.getsignal(signal.SIGTERM) == _on_sigterm:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
     while _shared:
         shared = _shared.pop()
         shared.control.close()
