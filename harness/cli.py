@@ -25,6 +25,7 @@ COMMANDS = (
     "harness.nightly",
     "pipeline.cli",
     "harness.commands_report",
+    "harness.clean",
 )
 # Subcommands whose module is all the parser needs: `faultline check` on a
 # small history must not pay for importing the runner, Docker and ember

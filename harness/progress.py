@@ -34,10 +34,17 @@ class RunStatus:
     faults: list[str] = field(default_factory=list)
     stages: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    doing: str = ""  # during setup: what it is doing now (which image layer, which nodes)
+
+    def doing_now(self, what: str) -> None:
+        """Say what setup is doing (empty: setup is over)."""
+        self.doing = what
 
     def line(self) -> str:
-        """A one-line summary."""
+        """A one-line summary: during setup, what it is doing; after, op counts."""
         elapsed = time.monotonic() - self.started
+        if self.doing:
+            return f"[{self.stage}] {elapsed:6.1f}s  {self.doing}"
         changing = {g: s for g, s in sorted(self.stages.items()) if s not in ("none", "")}
         return (
             f"[{self.stage}] {elapsed:6.1f}s  ops ok {self.ok} fail {self.fail} unknown {self.info}"
@@ -56,6 +63,9 @@ def _table(status: RunStatus) -> Table:
     limit = f" / {status.time_limit_s:g}s" if status.time_limit_s else ""
     table.add_row("stage", status.stage)
     table.add_row("elapsed", f"{elapsed:.1f}s{limit}")
+    if status.doing:  # setup: no ops yet, so say what is taking the time
+        table.add_row("doing", status.doing)
+        return table
     table.add_row(
         "client ops",
         f"[green]ok {status.ok}[/]  [red]fail {status.fail}[/]  [yellow]unknown {status.info}[/]",

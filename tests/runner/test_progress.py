@@ -39,3 +39,19 @@ def test_disabled_progress_prints_nothing() -> None:
     with Progress(_status, console=Console(file=out), enabled=False) as progress:
         progress.log("hidden")
     assert out.getvalue() == ""
+
+
+def test_during_setup_the_line_says_what_setup_is_doing() -> None:
+    """While the cluster comes up the line names the step, not `ops ok 0 fail 0`."""
+    status = RunStatus(stage="image")
+    status.doing_now("building deps layer faultline-deps:6127dfbdd0e0")
+    line = status.line()
+    assert "[image]" in line
+    assert "building deps layer faultline-deps:6127dfbdd0e0" in line
+    assert "ops ok" not in line
+    out = io.StringIO()
+    with Progress(lambda: status, console=Console(file=out, force_terminal=True, width=120)):
+        pass
+    assert "building deps layer" in out.getvalue()
+    status.doing_now("")
+    assert "ops ok 0" in status.line()
