@@ -16,7 +16,9 @@ process killed with SIGKILL cannot remove its cluster; `clusters()` lists
 every cluster with its owner's state, and `cleanup_dead()` removes the ones
 whose owner is gone (the next `faultline run`, pytest session or `faultline
 clean --all-dead` calls it). A cluster whose owner lives, or lives on
-another host, is never touched by it.
+another host, is never touched by it; nor is one made to outlive its owner
+(`keep`: `faultline run --leave-running`), which only `faultline clean
+--cluster NAME` removes.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ LABEL = "faultline.cluster"
 NODE_LABEL = "faultline.node"
 OWNER_HOST, OWNER_PID, OWNER_STARTED = (f"faultline.owner.{k}" for k in ("host", "pid", "started"))
 KEY_DIR_LABEL = "faultline.keydir"
+KEEP_LABEL = "faultline.keep"  # left running on purpose: not a dead owner's leftover
 DEFAULT_IMAGE = "faultline-ember:latest"
 
 
@@ -72,6 +75,7 @@ class DockerBackend:
         image: str = DEFAULT_IMAGE,
         ssh_timeout_s: float = 60.0,
         on_step: Callable[[str], None] = lambda _m: None,
+        keep: bool = False,
     ) -> None:
         if not name.replace("-", "").isalnum():
             raise ValueError(f"cluster name {name!r} must be letters, digits and '-'")
@@ -82,6 +86,7 @@ class DockerBackend:
         self.image = image
         self.ssh_timeout_s = ssh_timeout_s
         self.on_step = on_step  # what `up` is doing now, for the live status line
+        self.keep = keep
         self._nodes: list[NodeHandle] = []
         self._key_dir: Path | None = None
 
@@ -110,6 +115,8 @@ class DockerBackend:
             me = owner()
             labels = {LABEL: self.name, OWNER_HOST: me["host"], OWNER_PID: str(me["pid"]),
                       OWNER_STARTED: me["started"], KEY_DIR_LABEL: str(self._key_dir)}  # fmt: skip
+            if self.keep:
+                labels[KEEP_LABEL] = "1"
             self.on_step(f"creating network {self.network_name}")
             client.networks.create(self.network_name, driver="bridge", labels=labels)
             names = [f"n{i}" for i in range(1, self.size + 1)]
@@ -238,7 +245,7 @@ def cleanup_dead() -> list[str]:
     return what was removed, cluster by cluster."""
     removed = []
     for name, entry in sorted(clusters().items()):
-        if entry["state"] == "dead":
+        if entry["state"] == "dead" and KEEP_LABEL not in entry["labels"]:
             what = cleanup(name)
             removed.append(f"cluster {name} (owner {entry['owner']}, gone): removed "
                            f"{len(what)} containers and networks")  # fmt: skip
