@@ -3,9 +3,10 @@ failovers, stale requests; after each, the keys and the groups converge."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 from checkers.assignments import check_assignments
+from ember.rebalance.cancel import Outcome
 from tests.node.cluster import ProcCluster
 from tests.rebalance.flow import (
     NAMES,
@@ -20,6 +21,10 @@ from tests.rebalance.flow import (
     targets,
     wait_converged,
 )
+
+# What a group leader's cancel table answers (listener.cancel_group), plus
+# its hand-over: anything else is a non-leader's or a non-member's answer.
+CANCEL_OUTCOMES = (*get_args(Outcome), "aborting")
 
 
 def _wait_pending(cluster: ProcCluster) -> int:
@@ -40,6 +45,11 @@ def _kinds_written(cluster: ProcCluster, kind: str) -> list[dict[str, object]]:
 
     return [ev for evs in audit(cluster).values() for ev in evs
             if ev["kind"] == "assignments-written" and wrote(ev)]  # fmt: skip
+
+
+def _event_id(ev: dict[str, Any]) -> tuple[object, ...]:
+    """An audit event's identity: its node and when it was written."""
+    return ev.get("node"), ev.get("wall"), ev.get("mono_ns")
 
 
 def _stage(cluster: ProcCluster, p: int) -> str | None:
@@ -130,15 +140,18 @@ def test_cancel_after_completion_is_refused(cluster: ProcCluster) -> None:
     and a group already at new answers 'cannot-cancel'."""
     # The driver reacts to the alter within tens of ms: read old before it.
     before = assignments(cluster)
-    written = len(_kinds_written(cluster, "pending"))
+    seen = {_event_id(ev) for ev in _kinds_written(cluster, "pending")}
     alter(cluster, replicas=4)
     # From the audit log, not by polling the keys: a rebalance that finishes
     # between two polls leaves no pending to see (this timed out in CI runs
-    # under load, at a1a5484 as at later commits).
+    # under load, at a1a5484 as at later commits). New events are told from
+    # old ones by identity: the nodes' logs are concatenated, so a new event
+    # on n1 lands before n2's old ones and a slice past the old count would
+    # pick an old one.
     found: list[dict[str, object]] = []
 
     def pending_written() -> bool:
-        found[:] = _kinds_written(cluster, "pending")[written:]
+        found[:] = [ev for ev in _kinds_written(cluster, "pending") if _event_id(ev) not in seen]
         return bool(found)
 
     cluster.wait_for(pending_written, "a pending assignment written")
@@ -153,9 +166,13 @@ def test_cancel_after_completion_is_refused(cluster: ProcCluster) -> None:
     answers: list[Any] = []
 
     def ask() -> bool:
-        # Whichever node leads the group now answers; the others say not-leader.
+        # Only the group's leader runs the cancel table; its members answer
+        # not-leader and a node outside the group 404 unknown-group. Wait for
+        # a leader's answer: an election just after the change leaves none for
+        # a moment, and counting the outsider's 404 as an answer (as this did)
+        # ended the wait at once and failed the test whenever it polled then.
         answers[:] = [cluster.call(n, "POST", "/internal/cancel-group", body)[1] for n in NAMES]
-        return any(a.get("outcome") != "not-leader" for a in answers)
+        return any(a.get("outcome") in CANCEL_OUTCOMES for a in answers)
 
     cluster.wait_for(ask, "a leader of the group to answer")
     assert {"outcome": "cannot-cancel", "peers": new} in answers, answers
