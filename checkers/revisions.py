@@ -1,10 +1,13 @@
 """Revision ordering of metastore operations and watch streams.
 
 Theory of operation. The metastore has one global revision, bumped once by
-every write; its client reports the revision with each completion (the
-`revision` field, or the model's output: an int for put/delete, a dict with
-`revision` for get/invoke; docs/models.md). An operation that reports a
-revision is a metastore operation; others are ignored. Over those:
+every write; its client reports the revision with each completion. Where it
+reports it is the history's declaration (checkers/revision_fields.py:
+test.json's `revisions`; ember's metastore workload declares the model's
+output, an int for put/delete, a dict with `revision` for get/invoke;
+docs/models.md), never a guess from a value's type: a kv history whose puts
+complete with the integer written has no revisions. A history that declares
+none gets no history checks here. Over the declared operations:
 
 - a write (put, or an invoke whose taken branch writes) has a revision
   greater than every revision observed by an operation (hence every write)
@@ -16,7 +19,7 @@ Real time is the history's index order. A sweep over operations by invoke
 index, with completions fed in by complete index, keeps the highest revision
 completed so far: O(n log n).
 
-A watch is one operation, `f: "watch"`, invoked with `value`
+A watch (declared `watch`; ember's `f: "watch"`) is one operation, invoked with `value`
 {"key": k} or {"prefix": p}, plus "from": the revision to resume at; it
 completes (ok, or info when cut off) with the events delivered, in order,
 as a list of {"key", "revision", ...}. Each watch delivers revisions that
@@ -25,7 +28,7 @@ no (key, revision) twice, nothing before `from`, and nothing is missing: every
 acknowledged write to its range whose revision lies between `from` and the
 last delivered revision was delivered.
 
-A snapshot read, `f: "range"`, completes with {"at": r, "kvs": [{key,
+A snapshot read (declared `snapshot`; ember's `f: "range"`) completes with {"at": r, "kvs": [{key,
 value, mod_revision}]}: the keys as they were at revision r. It must
 reflect every acknowledged put with a revision at or below r: no key shows
 a mod revision above r, or below an acknowledged put to it at or below r
@@ -49,20 +52,12 @@ from typing import Any
 from checkers.api import Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import check_assignments
 from checkers.history import Operation
+from checkers.revision_fields import RevisionFields, parse
 
 
-def revision_of(op: Operation) -> int | None:
-    """The revision an ok metastore operation reports, or None."""
-    if op.type != "ok" or op.f == "watch":
-        return None
-    if op.revision is not None:
-        return op.revision
-    result = op.result
-    if isinstance(result, int) and not isinstance(result, bool) and op.f in ("put", "delete"):
-        return result
-    if isinstance(result, dict) and isinstance(result.get("revision"), int):
-        return int(result["revision"])
-    return None
+def revision_of(op: Operation, fields: RevisionFields | None) -> int | None:
+    """The revision an ok operation reports where the history declares one, or None."""
+    return None if fields is None else fields.revision_of(op)
 
 
 def written_values(op: Operation) -> dict[Any, Any]:
@@ -95,16 +90,22 @@ class RevisionChecker:
     name = "revisions"
 
     def check(self, ctx: CheckContext) -> CheckerResult:
-        """Valid when no ordering rule is broken; figures count what was checked."""
-        ops = [(op, rev) for op in ctx.operations if (rev := revision_of(op)) is not None]
+        """Valid when no ordering rule is broken; figures count what was checked.
+
+        Raises DeclarationError (the composer's unknown, naming it) on a
+        malformed declaration."""
+        fields = parse(ctx.setting("revisions"))
+        ops = [(op, rev) for op in ctx.operations if (rev := revision_of(op, fields)) is not None]
         anomalies = check_order(ops)
-        watches = [op for op in ctx.operations if op.f == "watch" and isinstance(op.result, list)]
+        kinds = [(op, fields.kind(op)) for op in ctx.operations] if fields else []
+        watches = [op for op, k in kinds if k == "watch" and isinstance(op.result, list)]
         writes = sorted(((op, rev) for op, rev in ops if written_keys(op)), key=lambda w: w[1])
         for watch in watches:
             anomalies.extend(check_watch(watch, writes))
-        snaps = [op for op in ctx.operations if op.f == "range" and op.type == "ok"]
+        snaps = [op for op, k in kinds if k == "snapshot" and op.type == "ok"]
         anomalies.extend(check_snapshots(snaps, writes))
-        figures: dict[str, Any] = {"ops": len(ops), "writes": len(writes), "watches": len(watches),
+        figures: dict[str, Any] = {"declared": fields is not None, "ops": len(ops),
+                                   "writes": len(writes), "watches": len(watches),
                                    "snapshot_reads": len(snaps)}  # fmt: skip
         if ctx.audit:
             found, assignment_figures = check_assignments(ctx.audit)

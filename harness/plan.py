@@ -78,8 +78,14 @@ def validate(plan: Plan) -> Plan:
 
 
 def dump(plan: Plan) -> bytes:
-    """The plan as pretty JSON (test.json)."""
-    return msgspec.json.format(msgspec.json.encode(plan), indent=2) + b"\n"
+    """The plan as pretty JSON (test.json), with `revisions`: where its
+    workloads' ops report the store's revision (workloads/revisions.py), the
+    history's declaration the revisions checker reads. `load` ignores it (a
+    replay declares again from the same workloads)."""
+    from workloads.revisions import declaration
+
+    doc = {**msgspec.to_builtins(plan), "revisions": declaration(plan.workload)}
+    return msgspec.json.format(msgspec.json.encode(doc), indent=2) + b"\n"
 
 
 def load(path: Path) -> Plan:

@@ -104,6 +104,22 @@ def _run_jobs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _declared(history: Path) -> Any:
+    """The revision declaration of the run a history sits in (its test.json's
+    `revisions`), or None: a bare history gets no revision rules."""
+    import json
+
+    from harness.cli import CliError
+
+    plan = history.parent / "test.json"
+    if not plan.is_file():
+        return None
+    try:
+        return json.loads(plan.read_text()).get("revisions")
+    except (OSError, ValueError, AttributeError) as exc:
+        raise CliError(f"cannot read {plan}: {exc}") from None
+
+
 def _run_precheck(args: argparse.Namespace) -> int:
     from rich.console import Console
 
@@ -118,6 +134,6 @@ def _run_precheck(args: argparse.Namespace) -> int:
         spark = _session(args.master)
         status.update(f"pre-checking {path}")
         result = precheck(spark, path, model=args.model, key_time_limit_s=args.key_time_limit,
-                          out=args.out)  # fmt: skip
+                          out=args.out, revisions=_declared(path))  # fmt: skip
     console.print(result.summary(), markup=False)
     return 0 if result.valid is True else 1 if result.valid is False else 2

@@ -91,7 +91,9 @@ def _plan_facts(plan: dict[str, Any]) -> dict[str, Any]:
                     return str(where[k])
         return "unknown"
 
-    stripped = {k: v for k, v in plan.items() if k not in _VERSION_KEYS}
+    # `revisions` is derived from the workloads (harness.plan.dump): runs
+    # written before it existed are the same plan.
+    stripped = {k: v for k, v in plan.items() if k not in _VERSION_KEYS and k != "revisions"}
     stripped["options"] = {k: v for k, v in options.items() if k not in _VERSION_KEYS}
     stripped["db_settings"] = {k: v for k, v in settings.items() if k not in _VERSION_KEYS}
     key = hashlib.sha1(msgspec.json.encode(stripped, order="sorted")).hexdigest()[:16]

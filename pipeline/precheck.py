@@ -138,11 +138,13 @@ def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
             _json(op.result), op.revision, None)  # fmt: skip
 
 
-def check_key(pdf: Any, model: str, time_limit_s: float) -> Any:
-    """One key's client operations (pandas) -> its linearizability and revision verdicts."""
+def check_key(pdf: Any, model: str, time_limit_s: float, revisions: Any = None) -> Any:
+    """One key's client operations (pandas) -> its linearizability and revision verdicts
+    (revision rules only where `revisions`, the history's declaration, puts them)."""
     import pandas as pd
 
     from checkers import linearizability as lin
+    from checkers.revision_fields import parse
     from checkers.revisions import check_order, revision_of
 
     ops = [
@@ -163,7 +165,8 @@ def check_key(pdf: Any, model: str, time_limit_s: float) -> Any:
         stuck = [u.op.id for u in result.failure.unplaceable] if result.failure else []
     except lin.HistoryError as exc:
         valid, reason, stuck = "unknown", f"cannot check: {exc}", []
-    revs = [(op, rev) for op in ops if (rev := revision_of(op)) is not None]
+    fields = parse(revisions)
+    revs = [(op, rev) for op in ops if (rev := revision_of(op, fields)) is not None]
     anomalies = [a.message for a in check_order(revs)]
     merged = merge_validity([valid, not anomalies])
     text = "true" if merged is True else "false" if merged is False else "unknown"
@@ -173,18 +176,22 @@ def check_key(pdf: Any, model: str, time_limit_s: float) -> Any:
 
 def precheck(
     spark: Any, history: Path | str, *, model: str = "kv", key_time_limit_s: float = 60.0,
-    out: Path | None = None,
+    out: Path | None = None, revisions: Any = None,
 ) -> PrecheckResult:  # fmt: skip
-    """Pre-checks one history with Spark; see the module doc."""
+    """Pre-checks one history with Spark; see the module doc. `revisions` is the
+    history's revision declaration (test.json's; checkers/revision_fields.py):
+    without one no revision rule runs."""
     from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
 
     from checkers import linearizability as lin
+    from checkers.revision_fields import parse
 
     if model not in lin.MODELS or not lin.MODELS[model].partitioned:
         keyed = sorted(n for n, m in lin.MODELS.items() if m.partitioned)
         raise ValueError(
             f"model {model!r} is not partitioned by key; use one of {', '.join(keyed)}"
         )
+    fields = parse(revisions)  # a malformed declaration fails here, on the driver
     started = time.monotonic()
     text = spark.sparkContext.textFile(str(history)).zipWithIndex()
     events = spark.createDataFrame(text.mapPartitions(parse_lines), EVENT_SCHEMA).cache()
@@ -199,11 +206,11 @@ def precheck(
         problems = [r.problem for r in ops.where(F.col("problem").isNotNull()).limit(10).collect()]
         clients = ops.where(F.col("is_client") & F.col("problem").isNull())
         keys = clients.groupBy("key").applyInPandas(
-            lambda pdf: check_key(pdf, model, key_time_limit_s), KEY_SCHEMA
+            lambda pdf: check_key(pdf, model, key_time_limit_s, revisions), KEY_SCHEMA
         ).cache()  # fmt: skip
         if out is not None:
             keys.write.mode("overwrite").parquet(str(out))
-        result = _merge(keys, clients, bad, problems)
+        result = _merge(keys, clients, bad, problems, _field_writes(fields))
         result.events = int(tally.n - tally.bad)
         ops.unpersist()
         keys.unpersist()
@@ -213,7 +220,14 @@ def precheck(
     return result
 
 
-def _merge(keys: Any, clients: Any, bad: list[Any], problems: list[str]) -> PrecheckResult:
+def _field_writes(fields: Any) -> list[str]:
+    """The writes (put, invoke) whose declared revision is the event's field."""
+    return [f for f in ("put", "invoke") if fields is not None and fields.ops.get(f) == "revision"]
+
+
+def _merge(
+    keys: Any, clients: Any, bad: list[Any], problems: list[str], field_writes: list[str]
+) -> PrecheckResult:
     """The history's verdict from the per-key ones and the global revision rule."""
     from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
 
@@ -223,9 +237,9 @@ def _merge(keys: Any, clients: Any, bad: list[Any], problems: list[str]) -> Prec
     flagged = keys.where(F.col("valid") != "true").orderBy("valid", "key").limit(20).collect()
     failed = [r.asDict() for r in flagged if r.valid == "false"]
     unknown = [str(r.key) for r in flagged if r.valid == "unknown"]
-    # Writes sharing one revision, across all keys (ops whose completion carried
-    # a `revision` field; a revision only in the result is checked per key).
-    writes = clients.where((F.col("type") == "ok") & F.col("f").isin("put", "invoke"))
+    # Writes sharing one revision, across all keys (ops declared to carry it in
+    # the `revision` field; a revision only in the result is checked per key).
+    writes = clients.where((F.col("type") == "ok") & F.col("f").isin(*field_writes))
     dup = (writes.where(F.col("revision").isNotNull()).groupBy("revision")
            .agg(F.countDistinct("invoke_index").alias("n")).where(F.col("n") > 1)
            .orderBy("revision").limit(10).collect())  # fmt: skip

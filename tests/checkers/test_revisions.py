@@ -11,12 +11,17 @@ from checkers.api import CheckContext, CheckerResult
 from checkers.history import Event, pair, validate
 from checkers.revisions import RevisionChecker
 from tests.checkers.strategies import REVISION_BUGS, metastore_histories
+from workloads.revisions import DECLARED
+
+# The metastore workload's declaration, for any key (the strategies' keys are a, b, c).
+METASTORE = {"ops": DECLARED["metastore"]}
 
 
-def _check(raw: list[dict[str, Any]]) -> CheckerResult:
+def _check(raw: list[dict[str, Any]], revisions: Any = None) -> CheckerResult:
     events = [Event(**e) for e in raw]
     validate(events)  # the strategies must build format-valid histories
-    return RevisionChecker().check(CheckContext(events=events, operations=pair(events)))
+    plan = {"revisions": METASTORE if revisions is None else revisions}
+    return RevisionChecker().check(CheckContext(plan=plan, events=events, operations=pair(events)))
 
 
 @given(metastore_histories())
@@ -71,8 +76,9 @@ def test_concurrent_ops_may_see_any_order() -> None:
     assert _check(raw).valid is True
 
 
-def test_invoke_writes_count_as_writes_and_revision_field_wins() -> None:
-    """An invoke that took a writing branch is a write; the event's revision is used."""
+def test_invoke_writes_count_as_writes_and_the_declared_field_is_read() -> None:
+    """An invoke that took a writing branch is a write; its revision is read from the
+    event's `revision` field where the declaration puts it there."""
     txn = {"if": [], "then": [{"op": "put", "key": "a", "value": 1}], "else": []}
     raw = [
         {"index": 0, "time": 0, "process": 0, "type": "invoke", "f": "invoke", "value": txn},
@@ -81,5 +87,6 @@ def test_invoke_writes_count_as_writes_and_revision_field_wins() -> None:
         {"index": 2, "time": 2, "process": 1, "type": "invoke", "f": "put", "key": "b"},
         {"index": 3, "time": 3, "process": 1, "type": "ok", "f": "put", "key": "b", "value": 3},
     ]  # fmt: skip
-    kinds = {a.kind for a in _check(raw).anomalies}
+    declared = {"ops": {"invoke": "revision", "put": "value"}}
+    kinds = {a.kind for a in _check(raw, declared).anomalies}
     assert kinds == {"duplicate-write-revision", "write-revision-not-increasing"}

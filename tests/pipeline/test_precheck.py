@@ -51,7 +51,9 @@ def _history(tmp_path: Path) -> Path:
 def test_precheck_finds_each_kind_of_problem_on_its_key(spark: Any, tmp_path: Path) -> None:
     """Per-key verdicts: a stale read, a revision going back, shared revisions, bad lines."""
     out = tmp_path / "keys"
-    result = precheck(spark, _history(tmp_path), out=out)
+    # The history carries its revisions in the events' `revision` field.
+    declared = {"ops": {"put": "revision", "get": "revision"}}
+    result = precheck(spark, _history(tmp_path), out=out, revisions=declared)
     assert result.valid is False
     assert result.events == 18  # the malformed line is not an event
     assert result.bad_lines == [result.bad_lines[0]]

@@ -21,6 +21,7 @@ from reports.index import render_index, write_index
 from reports.render import plotly_js, render_html, write_report
 from reports.serve import make_server, url_of
 from tests.checkers.helpers import HistoryBuilder, write_run
+from workloads.revisions import DECLARED
 
 
 @pytest.fixture(scope="module")
@@ -99,7 +100,8 @@ def test_revision_anomaly_shows_ops_side_by_side(tmp_path: Path) -> None:
     h = HistoryBuilder()
     h.op(0, "put", key="a", value=1, result=5)
     h.op(1, "get", key="a", result={"value": 1, "revision": 3})
-    run = write_run(tmp_path / "t" / "20260101T000000-0", h.lines(), {"name": "t", "seed": 1})
+    plan = {"name": "t", "seed": 1, "revisions": {"ops": DECLARED["metastore"]}}
+    run = write_run(tmp_path / "t" / "20260101T000000-0", h.lines(), plan)
     assert cli.main(["check", str(run), "--checker", "revisions"]) == 1
     page = render_html(load_run_data(run))
     assert _attr(page, "anomalies", "count") == "1"

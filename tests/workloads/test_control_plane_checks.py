@@ -15,17 +15,20 @@ from checkers.history import Event, pair, validate
 from checkers.revisions import RevisionChecker
 from tests.checkers.helpers import HistoryBuilder
 from workloads.metastore import PREFIX
+from workloads.revisions import METASTORE_PREFIX as DECLARED_PREFIX
+from workloads.revisions import declaration
 
 
 def _ctx(b: HistoryBuilder) -> CheckContext:
     events = [Event(**e) for e in b.events]
     validate(events)
-    return CheckContext(events=events, operations=pair(events))
+    plan = {"revisions": declaration(["register", "metastore"])}
+    return CheckContext(plan=plan, events=events, operations=pair(events))
 
 
 def test_the_split_uses_the_workload_prefix() -> None:
-    """compose recognises the metastore workload's keys."""
-    assert METASTORE_PREFIX == PREFIX
+    """compose, and the workload's revision declaration, recognise its keys."""
+    assert METASTORE_PREFIX == PREFIX == DECLARED_PREFIX
 
 
 def test_a_snapshot_read_missing_an_acknowledged_put_is_flagged() -> None:
