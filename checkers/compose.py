@@ -37,7 +37,7 @@ from checkers.api import Anomaly, CheckContext, Checker, CheckerResult, Validity
 from checkers.audit import load_audit
 from checkers.history import Event, Operation, load_history, pair
 from checkers.linear import LinearizabilityChecker
-from checkers.stats import MEMBERSHIP_FS
+from checkers.stats import MEMBERSHIP_FS, fault_counts
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
 
@@ -134,6 +134,8 @@ class Result(msgspec.Struct, kw_only=True):
     # `faultline check` read a file (`faultline verify` reads it again).
     history: str | None = None
     history_format: str | None = None
+    # Per fault kind: applied, not_applied and why (`checkers.stats.fault_counts`).
+    faults: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)
 
 
 def select(
@@ -203,6 +205,7 @@ def check(
         seed=seed if isinstance(seed, int | str) else None,
         ops=len(ctx.operations),
         elapsed_s=round(time.perf_counter() - started, 6),
+        faults=fault_counts(ctx.operations),
     )
 
 

@@ -4,7 +4,9 @@ Theory of operation. From the paired operations alone:
 
 - latency quantiles (ms) of `ok` client operations, per `f` and overall;
 - throughput: `ok` client completions per one-second bucket of run time;
-- windows: each fault (a nemesis op, from its invoke until the completion of
+- fault counts: per kind, how many fault ops were applied and how many
+  were not, with the reasons (`fault_counts`; results.json's `faults`);
+- windows: each applied fault (a nemesis op, from its invoke until the completion of
   the op that heals it: `heal-<kind>` or any `heal*`, `start` after
   `kill`/`stop`, `resume` after `pause`, `stop-X` after `start-X`; else
   the end of the run) and each membership change (an op, by any process,
@@ -59,20 +61,97 @@ def _heals(fault_f: str, f: str) -> bool:
     return _HEALED_BY.get(fault_f) == f
 
 
+def _nemesis_ops(ops: list[Operation]) -> list[Operation]:
+    return [op for op in ops if not isinstance(op.process, int) and op.f not in MEMBERSHIP_FS]
+
+
+def _is_heal(op: Operation) -> bool:
+    return op.f.startswith(("heal", "stop-")) or op.f in ("start", "resume")
+
+
+def is_applied(op: Operation) -> bool:
+    """Whether a fault op was applied. Its completion's `applied` says so
+    (`nemesis.schedule`); older faultline histories completed a fault that
+    did nothing `info` with an `error` (or `unresolved`); Jepsen's nemesis
+    completes every op `info`, so a bare `info` counts as applied. A fault
+    that never completed was not seen to apply."""
+    result = op.result if isinstance(op.result, dict) else {}
+    if "applied" in result:
+        return result["applied"] is True
+    if op.complete_time is None or op.type == "fail":
+        return False
+    return op.type == "ok" or (op.error is None and "unresolved" not in result)
+
+
+def not_applied_reason(op: Operation) -> str:
+    """Why a fault op was not applied, in full."""
+    result = op.result if isinstance(op.result, dict) else {}
+    if op.complete_time is None:
+        return "never completed"
+    why = result.get("reason") or result.get("unresolved") or op.error or f"completed {op.type}"
+    return str(why)
+
+
+def short_reason(why: str) -> str:
+    """A reason without its exception class and parenthesised detail, so that
+    faults not applied for one cause count together."""
+    head, sep, tail = why.partition(": ")
+    if sep and head.isidentifier() and head[:1].isupper():
+        why = tail  # "DBError: etcd has no failpoints" -> "etcd has no failpoints"
+    return why.split(" (", 1)[0].strip() or why
+
+
+def unapplied_faults(ops: list[Operation]) -> list[dict[str, Any]]:
+    """Fault ops that were not applied: their kind, time and reason (report ticks)."""
+    return [{"f": op.f, "time": op.invoke_time, "reason": not_applied_reason(op)}
+            for op in _nemesis_ops(ops) if not _is_heal(op) and not is_applied(op)]  # fmt: skip
+
+
+def fault_counts(ops: list[Operation]) -> dict[str, dict[str, Any]]:
+    """Per fault kind (in order of first use): applied, not_applied, and the
+    short reasons of those not applied with their counts."""
+    counts: dict[str, dict[str, Any]] = {}
+    for op in _nemesis_ops(ops):
+        if _is_heal(op):
+            continue
+        c = counts.setdefault(op.f, {"applied": 0, "not_applied": 0, "reasons": {}})
+        if is_applied(op):
+            c["applied"] += 1
+        else:
+            c["not_applied"] += 1
+            why = short_reason(not_applied_reason(op))
+            c["reasons"][why] = c["reasons"].get(why, 0) + 1
+    return counts
+
+
+def describe_fault_counts(counts: dict[str, dict[str, Any]]) -> str:
+    """`partition 2 applied; pause 0 of 2 applied (no leader known)`; `none` if empty."""
+    parts = []
+    for kind, c in counts.items():
+        applied, total = c["applied"], c["applied"] + c["not_applied"]
+        if applied == total:
+            parts.append(f"{kind} {applied} applied")
+            continue
+        reasons = [f"{why} x{n}" if n > 1 and len(c["reasons"]) > 1 else why
+                   for why, n in c["reasons"].items()]  # fmt: skip
+        parts.append(f"{kind} {applied} of {total} applied ({'; '.join(reasons)})")
+    return "; ".join(parts) or "none"
+
+
 def fault_windows(ops: list[Operation], end: int) -> list[dict[str, Any]]:
-    """The nemesis's fault windows (see the module doc), in start order."""
-    nemesis = [op for op in ops if not isinstance(op.process, int) and op.f not in MEMBERSHIP_FS]
+    """The nemesis's fault windows (see the module doc), in start order: applied
+    faults only (one not applied is `unapplied_faults`', a moment, not a window)."""
     windows: list[dict[str, Any]] = []
     open_: list[dict[str, Any]] = []
-    for op in nemesis:
+    for op in _nemesis_ops(ops):
         healed = [w for w in open_ if _heals(w["f"], op.f)]
         if healed:
             for w in healed:
                 w["end"] = op.complete_time if op.complete_time is not None else end
                 open_.remove(w)
             continue
-        if op.f.startswith(("heal", "stop-")) or op.f in ("start", "resume"):
-            continue  # a heal with nothing to heal
+        if _is_heal(op) or not is_applied(op):
+            continue  # a heal with nothing to heal, or a fault that never happened
         window = {"f": op.f, "start": op.invoke_time, "end": end}
         windows.append(window)
         open_.append(window)

@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from checkers.stats import describe_fault_counts
 from harness import plan as plans
 from harness.cli import CliError
 from harness.dbs.registry import SYSTEMS
@@ -230,6 +231,8 @@ def _one(
         print(f"faultline run: error: {outcome.error}", file=sys.stderr, flush=True)
     print(f"store {outcome.run.path}")
     print(f"ops {result.ops}, valid: {str(result.valid).lower()}")
+    if plan.nemesis and outcome.error is None:
+        print(f"faults: {describe_fault_counts(result.faults)}")
     for reason in result.reasons:
         print(f"  {reason}")
     for name, r in result.checkers.items():

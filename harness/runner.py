@@ -56,7 +56,7 @@ from harness.interpreter import Interpreter
 from harness.progress import RunStatus
 from harness.store import RunDir, new_run
 from harness.version import stamp
-from nemesis.generator import DEFAULT_PHASES, NemesisSchedule
+from nemesis.generator import DEFAULT_PHASES, NemesisSchedule, fit_targets
 from nemesis.schedule import NemesisWorker
 from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
 from workloads.register import register_ops
@@ -139,7 +139,7 @@ def _generators(
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
             only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
-            targets=plan.options.get("nemesis_targets"),
+            targets=plan.options.get("nemesis_targets"), roles=system.roles,
         )  # fmt: skip
     return system.generators(plan, db, gens)
 
@@ -284,6 +284,20 @@ def _failpoints(
     return notes
 
 
+def nemesis_fit(plan: plans.Plan) -> list[str]:
+    """What the plan's nemesis aims at instead on this db, if it must adapt
+    (`nemesis.generator.fit_targets`); PlanError when it could apply nothing."""
+    system = SYSTEMS.get(plan.db)
+    if system is None or not plan.nemesis:
+        return []  # an unknown db is refused with its own message later
+    try:
+        note = fit_targets(plan.nemesis, plan.options.get("nemesis_targets"), system.roles,
+                           plan.db)  # fmt: skip
+    except ValueError as exc:
+        raise plans.PlanError(str(exc)) from None
+    return [note] if note else []
+
+
 def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:
     """Run the checkers on the store's files and write results.json."""
     plan_doc, history, audit, _ = load_run(run.path)
@@ -305,6 +319,9 @@ def run(
 ) -> RunOutcome:
     """Carry out one run of `plan` (see the module doc)."""
     plans.validate(plan)
+    fitted = nemesis_fit(plan)  # before anything starts: refused, or adapted and said
+    for note in fitted:
+        log(note)
     # A replayed plan carries the version it ran with; record this one's.
     plan = msgspec.structs.replace(plan, options=stamp(plan.options))
     run_dir = new_run(store_root, plan.name, plan.seed)
@@ -326,6 +343,7 @@ def run(
         write_results(result, run_dir.path)
         outcome = RunOutcome(run_dir, result, EXIT_UNKNOWN, error=reason)
         return publish(outcome, store_root, log)
+    notes = fitted + notes
     status.stage = "checking"
     result = judge(plan, run_dir, notes)
     status.stage = "reporting"

@@ -82,6 +82,33 @@ MIN_CYCLE_S = 2.0  # mix: at most one fault per this many seconds of the run
 PENDING_OPEN_DELAY_S = (0.1, 1.0)
 
 
+def fit_targets(
+    kinds: Sequence[str], targets: Sequence[str] | None, roles: Sequence[str], db: str
+) -> str | None:
+    """What a schedule on a db with only `roles` aims at instead, said in one
+    line (None: nothing to adapt); ValueError when the plan names only
+    targets the db lacks, so no kill or pause of it could ever be applied.
+    """
+    missing = [r for r in ROLE_TARGETS if r not in roles]
+    if not missing:
+        return None
+    if targets is not None:
+        wanted = [t for t in targets if t in missing]
+        kept = [t for t in targets if t not in missing]
+        if wanted and not kept:
+            raise ValueError(f"{db} has no {', '.join(wanted)}: nemesis targets "
+                             f"{', '.join(targets)} name no role it can aim at")  # fmt: skip
+        if wanted:
+            return (f"nemesis on {db}: {', '.join(wanted)} dropped from the targets "
+                    f"({db} has none); kills and pauses aim at {', '.join(kept)}")  # fmt: skip
+        return None
+    if MIX not in kinds:
+        return None  # the primitives aim at leader, random or joining: every db has those
+    aims = (*(r for r in ROLE_TARGETS if r in roles), "random", "joining")
+    return (f"nemesis on {db}: no {', '.join(missing)} to aim at; mix kills, pauses and "
+            f"isolating partitions aim at {', '.join(aims)}")  # fmt: skip
+
+
 class NemesisSchedule(Generator):
     """Fault / heal ops for the single nemesis thread (see the module doc)."""
 
@@ -99,6 +126,7 @@ class NemesisSchedule(Generator):
         targets: Sequence[str] | None = None,
         only: Sequence[str] | None = None,
         keep: Collection[int] | None = None,
+        roles: Sequence[str] = ROLE_TARGETS,
     ) -> None:
         bad = sorted(set(kinds) - set(FAULT_KINDS))
         if bad:
@@ -128,15 +156,22 @@ class NemesisSchedule(Generator):
         self.keep = frozenset(keep) if keep is not None else None
         self.skipped = 0
         self.mode = mode
-        self.groupings: tuple[str, ...] = MIX_GROUPINGS if mix else GROUPINGS
-        self.targets: tuple[str, ...] = MIX_TARGETS if mix else TARGETS
+        # The roles the db has (etcd: no placement driver, primaries or
+        # metastore group). With every role the draws are the ones they
+        # always were, so a seed's schedule on ember does not change.
+        self.roles = tuple(r for r in ROLE_TARGETS if r in roles)
+        mix_groupings = MIX_GROUPINGS if self.roles else GROUPINGS
+        self.groupings: tuple[str, ...] = mix_groupings if mix else GROUPINGS
+        mix_targets = (*self.roles, "random", "joining")
+        self.targets: tuple[str, ...] = mix_targets if mix else TARGETS
         if targets is not None:  # aim kills and pauses at these only
             known = list(dict.fromkeys([*TARGETS, *MIX_TARGETS]))
             bad = sorted(set(targets) - set(known))
             if bad or not targets:
                 what = repr(bad[0]) if bad else "(none given)"
                 raise ValueError(f"unknown nemesis target {what}; known: {', '.join(known)}")
-            self.targets = tuple(targets)
+            absent = set(ROLE_TARGETS) - set(self.roles)
+            self.targets = tuple(t for t in targets if t not in absent) or tuple(targets)
         self.gap_ns = int(gap_s * NS_PER_S)
         self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)
@@ -213,7 +248,7 @@ class NemesisSchedule(Generator):
         if kind == "partition":
             value["grouping"] = self.rng.choice(self.groupings)
             if value["grouping"] == "isolate":
-                value["target"] = self.rng.choice(ROLE_TARGETS)
+                value["target"] = self.rng.choice(self.roles)
         elif kind == "slow":
             value["target"] = "joining"
         else:

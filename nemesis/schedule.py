@@ -18,14 +18,21 @@ was found (`resolved`), and when it was applied (`applied_wall`, Unix
 seconds); a phase-triggered one also its `reaction_ms` (the trigger
 event's `wall` to applied). A role nobody holds completes `info` with
 `unresolved` naming why, and nothing is applied (nor healed); so does a
-kill or pause of a role holder whose process is not running. Kills and
+kill or pause of a node whose process is not running. Kills and
 pauses of a pidfile daemon go through `nemesis.process.kill_now` /
 `pause_now` on a persistent shell (`nemesis.shell`): one SSH round trip on
 an open channel, so a fault lands inside short windows.
 
 Slow catch-up uses netem on the links toward the joining peer; where the
 kernel has no netem, ember's `raft.append.delay` failpoint on every other
-node instead. The completion's `method` says which it used.
+node instead, and where the db has no failpoints either (etcd:
+`has_failpoints` false) an HTB rate limit of `SLOW_RATE_KBIT` on those
+links. The completion's `method` says which it used.
+
+Every fault op's completion says whether it was applied: `ok` with
+`applied: true`, or `info` with `applied: false` and the `reason`
+(`applied` / `not_applied`); the run's fault counts
+(`checkers.stats.fault_counts`) are read from these.
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from harness.interpreter import Reply
 from nemesis import partition as part
 from nemesis import process
 from nemesis.fault import Fault
+from nemesis.generator import HEAL_OF
 from nemesis.heal import heal_all
 from nemesis.shell import Shell
 from nemesis.slow import NetemUnavailableError, slow
@@ -52,6 +60,24 @@ from workloads.generator import Op
 
 SLOW_DELAY_MS = 300.0
 SLOW_JITTER_MS = 50.0
+SLOW_RATE_KBIT = 128  # where neither netem nor failpoints exist: a throttled link
+
+
+def applied(op: Op, value: dict[str, Any]) -> Reply:
+    """The `ok` completion of an op; a fault op's says `applied: true`."""
+    return Reply(type="ok", value={**value, "applied": True} if op.f in HEAL_OF else value)
+
+
+def not_applied(op: Op, why: str, *, unresolved: bool = False) -> Reply:
+    """The `info` completion of an op that did nothing: `applied: false` and
+    the `reason` (a fault op's; a heal's error is its `error`). `unresolved`
+    (a role nobody held) also tells the schedule there is nothing to heal."""
+    value = dict(op.value or {})
+    if op.f in HEAL_OF:
+        value |= {"applied": False, "reason": why}
+    if unresolved:
+        value["unresolved"] = why
+    return Reply(type="info", value=value, error=why)
 
 
 class NemesisWorker:
@@ -76,11 +102,10 @@ class NemesisWorker:
         try:
             value = await asyncio.to_thread(self._do, op)
         except UnresolvedError as exc:
-            why = str(exc)
-            return Reply(type="info", value={**(op.value or {}), "unresolved": why}, error=why)
+            return not_applied(op, str(exc), unresolved=True)
         except (ControlError, DBError, ValueError, RuntimeError) as exc:
-            return Reply(type="info", value=op.value, error=f"{type(exc).__name__}: {exc}")
-        return Reply(type="ok", value=value)
+            return not_applied(op, f"{type(exc).__name__}: {exc}")
+        return applied(op, value)
 
     def _do(self, op: Op) -> dict[str, Any]:
         v = dict(op.value or {})
@@ -134,8 +159,10 @@ class NemesisWorker:
         node, extra = self._target(v, rng)
         if kind in ("kill", "pause"):
             fault = self._process_fault(kind, node)
-            if v.get("target") in ROLE_TARGETS and not (fault.detail.get("pids") or {}).get(node):
-                # The role's holder is down: that is no fault of ours to heal.
+            pids = fault.detail.get("pids")
+            if isinstance(pids, dict) and not pids.get(node):
+                # The node (a role's holder, or a random one: an etcd spare) is
+                # down: nothing was killed or paused, and nothing is to heal.
                 raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
             return fault, extra
         if kind == "slow":
@@ -184,10 +211,28 @@ class NemesisWorker:
             self.slow_method = "netem"
             return fault, {**extra, "method": "netem"}
         except NetemUnavailableError:
-            self.slow_method = "failpoint"
+            pass
+        if not getattr(self.db, "has_failpoints", True):
+            # No netem and no failpoint (etcd from Debian): throttle the links
+            # instead. An HTB class (no netem needed) caps what the others send
+            # the target, so its catch-up (entries, snapshot) crawls and its
+            # queue holds even heartbeats back.
+            fault = slow(self.control, self.nodes, {key: [node] for key in others},
+                         rate_kbit=SLOW_RATE_KBIT)  # fmt: skip
+            self.slow_method = "rate-limit"
+            return fault, {**extra, "method": "rate-limit"}
         params = {"delay_ms": SLOW_DELAY_MS, "peer": node}
-        for other in others:
-            self.db.set_failpoint(other, "raft.append.delay", params)
+        done: list[str] = []
+        try:
+            for other in others:
+                self.db.set_failpoint(other, "raft.append.delay", params)
+                done.append(other)
+        except BaseException:
+            for other in done:  # half a slow fault must not outlive the error
+                with _quiet():
+                    self.db.set_failpoint(other, "raft.append.delay", None)
+            raise
+        self.slow_method = "failpoint"  # only once applied: the run's note says so
         fault = Fault(kind="slow", detail={"targets": {o: [node] for o in others}},
                       commands={o: [f"POST /admin/failpoints/raft.append.delay {params}"]
                                 for o in others})  # fmt: skip

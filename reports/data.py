@@ -4,7 +4,8 @@ Theory of operation. `load_run_data` reads a run dir through the same
 loaders the checkers use (so a malformed file fails with the same message)
 and derives: fault and membership-change windows (the stats checker's own
 `fault_windows`/`change_windows`, so the bands on the page are the windows
-the verdict was judged on), a clock for audit events, and the first
+the verdict was judged on; a fault that was not applied has no window,
+only a moment, `unapplied`), a clock for audit events, and the first
 anomaly's time. Audit events carry each node's own monotonic clock
 (`mono_ns`) and `wall`; the history's clock is ns since the run started.
 When `wall` looks like Unix time, audit events are placed at `wall - zero`,
@@ -27,7 +28,7 @@ import msgspec
 from checkers import compose
 from checkers.audit import history_clock, load_timeline
 from checkers.history import Event, Operation, pair
-from checkers.stats import MEMBERSHIP_FS, change_windows, fault_windows
+from checkers.stats import MEMBERSHIP_FS, change_windows, fault_windows, unapplied_faults
 from harness.store import RunDir
 
 NS_PER_S = 1_000_000_000
@@ -50,6 +51,8 @@ class RunData:
     end_ns: int
     faults: list[dict[str, Any]] = field(default_factory=list)
     changes: list[dict[str, Any]] = field(default_factory=list)
+    # Fault ops that were not applied: drawn as a marked tick, never a band.
+    unapplied: list[dict[str, Any]] = field(default_factory=list)
     audit_ns: Callable[[dict[str, Any]], int] = lambda ev: int(ev.get("mono_ns") or 0)
 
     @property
@@ -90,6 +93,7 @@ def load_run_data(path: Path) -> RunData:
     end = events[-1].time if events else 0
     data = RunData(run, plan, events, ops, audit or {}, results, end)
     data.faults, data.changes = fault_windows(ops, end), change_windows(ops, end)
+    data.unapplied = unapplied_faults(ops)
     data.audit_ns = audit_clock(run, data.audit)
     return data
 

@@ -25,6 +25,7 @@ MAX_BUCKETS = 400
 MAX_BAND_LABELS = 12
 COLORS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
 BAND_COLORS = {"fault": "rgba(214,39,40,0.12)", "change": "rgba(31,119,180,0.12)"}
+UNAPPLIED_COLOR = "#7f7f7f"  # a fault not applied: a grey dotted tick marked ✕
 Figure = dict[str, Any]
 
 
@@ -33,7 +34,8 @@ def _s(ns: int | float) -> float:
 
 
 def bands(data: RunData) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Layout shapes and annotations shading the fault and change windows."""
+    """Layout shapes and annotations shading the applied fault and change
+    windows, and ticking (a dotted line marked ✕) each fault not applied."""
     shapes, notes = [], []
     for kind, windows in (("fault", data.faults), ("change", data.changes)):
         for w in windows:
@@ -66,7 +68,39 @@ def bands(data: RunData) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                     "font": {"size": 10},
                 }
             )
+    for u in data.unapplied:
+        shapes.append(_unapplied_tick(u))
+        notes.append(
+            {
+                "x": _s(u["time"]),
+                "y": 1,
+                "xref": "x",
+                "yref": "paper",
+                "text": f"✕ {u['f']}",
+                "hovertext": f"{u['f']} not applied: {u['reason']}",
+                "showarrow": False,
+                "xanchor": "center",
+                "yanchor": "bottom",
+                "font": {"size": 10, "color": UNAPPLIED_COLOR},
+            }
+        )
     return shapes, notes
+
+
+def _unapplied_tick(u: dict[str, Any]) -> dict[str, Any]:
+    """A fault that was not applied: a dotted vertical line at its moment, no area."""
+    x = _s(u["time"])
+    return {
+        "type": "line",
+        "xref": "x",
+        "yref": "paper",
+        "x0": x,
+        "x1": x,
+        "y0": 0,
+        "y1": 1,
+        "line": {"width": 1, "dash": "dot", "color": UNAPPLIED_COLOR},
+        "layer": "below",
+    }
 
 
 def _layout(data: RunData, title: str, height: int, **extra: Any) -> dict[str, Any]:

@@ -128,6 +128,14 @@ def _window_list(data: RunData) -> str:
     return ": " + _listed(spans, 40)
 
 
+def _unapplied_note(data: RunData) -> str:
+    """Names the faults not applied (ticked, not shaded) and why."""
+    if not data.unapplied:
+        return ""
+    ticks = [f"{u['f']} at {u['time'] / 1e9:.2f} s ({u['reason']})" for u in data.unapplied]
+    return f" Dotted ticks marked ✕: faults not applied, never shaded: {_listed(ticks)}."
+
+
 def _timeline_section(data: RunData) -> str:
     anchors = [t for t, _ in anomaly_times(data)[:1]]
     for w in data.faults:
@@ -150,7 +158,8 @@ def _timeline_section(data: RunData) -> str:
         counts[op.type] += 1
     return (
         f'<section><h2>Operations</h2><p class="note" id="timeline-note">{_ESC(note)} '
-        f"Shaded: faults (red), membership changes (blue){_ESC(_window_list(data))}.</p>"
+        f"Shaded: faults (red), membership changes (blue){_ESC(_window_list(data))}."
+        f"{_ESC(_unapplied_note(data))}</p>"
         + _plot(
             "timeline",
             fig,
@@ -160,6 +169,7 @@ def _timeline_section(data: RunData) -> str:
             fail=counts["fail"],
             info=counts["info"],
             bands=len(data.faults) + len(data.changes),
+            unapplied=len(data.unapplied),
         )
         + "</section>"
     )

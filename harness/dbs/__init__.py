@@ -73,6 +73,9 @@ class System(Generic[D]):
     version: Callable[[Mapping[str, Any]], str]
     # What `faultline run` runs with no --workload; None: every workload.
     default_workloads: tuple[str, ...] | None = None
+    # The roles a kill, pause or isolating partition can aim at
+    # (`nemesis.targets.ROLE_TARGETS`): a db without some has fewer.
+    roles: tuple[str, ...] = ("group-leader", "meta-leader", "placement-driver", "primary")
 
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""

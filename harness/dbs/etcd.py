@@ -20,7 +20,9 @@ What etcd offers for audit: no event log like ember's events.jsonl; its
 log (zap JSON, one line per event, including membership changes) is
 collected into nodes/<n>/ember.log's place (`RunDir.log`). Phases come from
 polling the member list (`harness.dbs.etcd_phase`). etcd 3.4 from Debian
-has no failpoints: `set_failpoint` refuses, so the slow nemesis needs netem.
+has no failpoints: `set_failpoint` refuses, so the slow nemesis uses netem
+or, without it, a rate limit (`nemesis.schedule`). Its status answer is
+given `groups` like ember's, so role targets find etcd's leader.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class EtcdDB(ProcessDB):
     """etcd on every node: env file, pidfile, data dir, zap log."""
 
     name = "etcd"
+    has_failpoints = False  # built without gofail: the slow nemesis throttles instead
     root = "/var/lib/etcd"
     log_path = "/var/log/etcd/etcd.log"
 
@@ -181,8 +184,17 @@ class EtcdDB(ProcessDB):
             return [urls[n] for n in sorted(self.members - self.learners)]
 
     def status(self, name: str) -> dict[str, Any] | None:
-        """POST /v3/maintenance/status: leader, raft term and index, member id."""
-        return http_json(self.urls()[name] + "/v3/maintenance/status", "POST", {})
+        """POST /v3/maintenance/status: leader, raft term and index, member id,
+        plus `groups` in the shape ember's status has ({"etcd": {role, term}}),
+        so the nemesis finds etcd's leader through etcd's own answer."""
+        doc = http_json(self.urls()[name] + "/v3/maintenance/status", "POST", {})
+        if doc is None:
+            return None
+        member = (doc.get("header") or {}).get("member_id")
+        leads = member is not None and doc.get("leader") == member
+        role = "leader" if leads else "learner" if doc.get("isLearner") else "follower"
+        term = int(doc.get("raftTerm") or 0)
+        return {**doc, "groups": {GROUP: {"role": role, "term": term}}}
 
     def groups(self) -> list[str]:
         """One group: the cluster."""

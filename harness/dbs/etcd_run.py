@@ -134,4 +134,6 @@ SYSTEM: System[EtcdDB] = System(
     version=version,
     # One traffic workload per run (register or metastore): register by default.
     default_workloads=("register", "change-peers"),
+    # One group, no placement driver, no primaries: its leader is the one role.
+    roles=("group-leader",),
 )

@@ -33,7 +33,7 @@ from harness.sim.db import SimEmberDB
 from nemesis import partition as part
 from nemesis.fault import Fault
 from nemesis.phase import PhaseWatcher
-from nemesis.schedule import SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker
+from nemesis.schedule import SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker, applied, not_applied
 from nemesis.targets import FETCH_TIMEOUT_S, Doc, Resolver, UnresolvedError
 from workloads.generator import Op
 
@@ -80,13 +80,12 @@ class SimNemesis(NemesisWorker):
         try:
             value = self._do(op)
         except UnresolvedError as exc:
-            why = str(exc)
-            return Reply(type="info", value={**(op.value or {}), "unresolved": why}, error=why)
+            return not_applied(op, str(exc), unresolved=True)
         except (ValueError, RuntimeError) as exc:
-            return Reply(type="info", value=op.value, error=f"{type(exc).__name__}: {exc}")
+            return not_applied(op, f"{type(exc).__name__}: {exc}")
         finally:
             self._placements = {}
-        return Reply(type="ok", value=value)
+        return applied(op, value)
 
     async def _first_placement(self) -> dict[str, Doc | None]:
         """Ask every node at once and keep the first answer, as the Docker resolver

@@ -1,0 +1,286 @@
+"""Faults are counted and drawn as they happened (issue 23, item 2): every fault
+op says whether it was applied, the counts per kind reach results.json and
+the run's summary, a fault not applied is a tick on the report, never a
+band, and a plan a db cannot aim is adapted or refused before it runs."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+
+from checkers.compose import check
+from checkers.history import Event, pair, validate
+from checkers.stats import describe_fault_counts, fault_counts, fault_windows, unapplied_faults
+from harness import plan as plans
+from harness.dbs import etcd as etcd_module
+from harness.dbs.etcd import EtcdDB
+from harness.runner import nemesis_fit
+from nemesis.fault import Fault
+from nemesis.generator import NemesisSchedule, fit_targets
+from nemesis.schedule import SLOW_RATE_KBIT, NemesisWorker
+from nemesis.targets import ROLE_TARGETS, Resolver
+from reports.data import load_run_data
+from reports.figures import bands
+from reports.render import render_html
+from tests.checkers.helpers import HistoryBuilder, write_run
+from tests.runner.test_nemesis_worker import NODES, FakeControl, FakeDB
+from workloads.generator import Op
+
+MS = 1_000_000
+NODES_NAMES = [n.name for n in NODES]
+
+
+def _invoke(worker: NemesisWorker, f: str, value: dict[str, Any]) -> Any:
+    return asyncio.run(worker.invoke(Op(f=f, value=value)))
+
+
+class PidDB(FakeDB):
+    """A db whose kill names the pids it hit, as ProcessDB's does: none on `down`."""
+
+    def __init__(self, down: set[str]) -> None:
+        super().__init__()
+        self.down = down
+
+    def kill(self, control: Any, names: Any) -> Fault:
+        pids = {n: ([] if n in self.down else [42]) for n in names}
+        return Fault(kind="kill", detail={"pids": pids}, commands={})
+
+
+class NoFailpointDB(FakeDB):
+    """etcd's shape: set_failpoint would refuse, and says so up front."""
+
+    has_failpoints = False
+
+    def set_failpoint(self, name: str, failpoint: str, params: Any) -> None:
+        raise AssertionError("a db without failpoints was asked for one")
+
+
+# -- the worker records applied / not applied --------------------------------
+
+
+def test_an_applied_fault_says_so_and_a_failed_one_says_why() -> None:
+    """ok completions carry applied: true; info ones applied: false and the reason."""
+    worker = NemesisWorker(FakeControl(), NODES, PidDB(down=set()))  # type: ignore[arg-type]
+    ok = _invoke(worker, "kill", {"kind": "kill", "target": "random", "seed": 1})
+    assert ok.type == "ok"
+    assert ok.value["applied"] is True
+
+    empty = NemesisWorker(FakeControl(), NODES, PidDB(down=set()))  # type: ignore[arg-type]
+    empty.resolver.status = lambda _n: {"groups": {}}
+    info = _invoke(empty, "pause", {"kind": "pause", "target": "meta-leader", "seed": 1})
+    assert info.type == "info"
+    assert info.value["applied"] is False
+    assert info.value["reason"].startswith("no node declares itself leader of meta")
+
+
+def test_killing_a_node_that_is_not_running_is_not_applied() -> None:
+    """A random target whose process is down (an etcd spare): info, nothing to heal."""
+    worker = NemesisWorker(FakeControl(), NODES, PidDB(down=set(NODES_NAMES)))  # type: ignore[arg-type]
+    reply = _invoke(worker, "kill", {"kind": "kill", "target": "random", "seed": 3})
+    assert reply.type == "info"
+    assert reply.value["applied"] is False
+    assert "is not running" in reply.value["reason"]
+    assert "unresolved" in reply.value  # the schedule heals nothing
+    assert worker.active == {}
+
+
+def test_slow_without_netem_or_failpoints_throttles_the_links() -> None:
+    """No netem and a db without failpoints: an HTB rate limit toward the target."""
+    control = FakeControl(netem=False)
+    worker = NemesisWorker(control, NODES, NoFailpointDB())  # type: ignore[arg-type]
+    reply = _invoke(worker, "slow", {"kind": "slow", "target": "joining", "seed": 2,
+                                     "trigger": {"joining": ["n4"]}})  # fmt: skip
+    assert reply.type == "ok", reply.error
+    assert reply.value["applied"] is True
+    assert reply.value["method"] == "rate-limit"
+    scripts = " ".join(s for batch in control.scripts for s in batch.values())
+    assert f"htb rate {SLOW_RATE_KBIT}kbit" in scripts
+    assert "netem" not in scripts
+    assert sorted(batch for s in control.scripts for batch in s) == ["n1", "n2", "n3", "n5"]
+    healed = _invoke(worker, "heal-slow", {"kind": "slow"})
+    assert "tc qdisc del" in " ".join(c for cs in healed.value["commands"].values() for c in cs)
+
+
+def test_slow_by_failpoint_that_fails_is_not_applied_and_leaves_none_set() -> None:
+    """A failpoint refused half-way is unset again and the op says why."""
+
+    class Refuses(FakeDB):
+        def set_failpoint(self, name: str, failpoint: str, params: Any) -> None:
+            if name == "n3" and params is not None:
+                raise RuntimeError("n3 refused")
+            super().set_failpoint(name, failpoint, params)
+
+    db = Refuses()
+    worker = NemesisWorker(FakeControl(netem=False), NODES, db)  # type: ignore[arg-type]
+    reply = _invoke(worker, "slow", {"kind": "slow", "target": "random", "seed": 5})
+    assert reply.type == "info"
+    assert reply.value["applied"] is False
+    assert all(v is None for v in db.failpoints.values())
+    assert worker.slow_method is None  # no "slow catch-up used failpoint" note
+
+
+# -- etcd's leader through etcd's own status ----------------------------------
+
+
+def test_etcd_status_names_its_leader_for_role_targets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """etcd's maintenance status (leader == own member id) resolves group-leader."""
+    ids = {"10.0.0.1": "11", "10.0.0.2": "22", "10.0.0.3": "33"}
+
+    def fake_http_json(url: str, *_a: Any, **_kw: Any) -> dict[str, Any] | None:
+        ip = url.split("//")[1].split(":")[0]
+        if ip not in ids:
+            return None  # a spare runs nothing
+        return {"header": {"member_id": ids[ip]}, "leader": "22", "raftTerm": "4"}
+
+    monkeypatch.setattr(etcd_module, "http_json", fake_http_json)
+    db = EtcdDB(NODES, {}, seed=1)
+    assert db.status("n2")["groups"] == {"etcd": {"role": "leader", "term": 4}}  # type: ignore[index]
+    resolver = Resolver(NODES_NAMES, db.status, lambda _n: None, db.groups)
+    found = resolver.resolve("group-leader", {}, random.Random(1))
+    assert found.node == "n2"
+
+
+# -- counts, windows and ticks --------------------------------------------------
+
+
+def _history() -> list[Event]:
+    h = HistoryBuilder()
+    for i in range(12):
+        h.op(i % 3, "write", dt=100 * MS, key="k", value=i)
+    part = {"kind": "partition", "grouping": "halves"}
+    h.op("nemesis", "partition", dt=MS, value=part, result={**part, "applied": True})
+    h.op("nemesis", "heal-partition", dt=500 * MS, value={"kind": "partition"})
+    for reason in ("no node declares itself leader of etcd (answered: n1, n2)",
+                   "no node declares itself leader of etcd (answered: n1)"):  # fmt: skip
+        pause = {"kind": "pause", "target": "group-leader"}
+        done = {**pause, "applied": False, "reason": reason, "unresolved": reason}
+        h.op("nemesis", "pause", type_="info", dt=MS, value=pause, error=reason, result=done)
+    h.op("nemesis", "partition", dt=MS, value=part, result={**part, "applied": True})
+    h.op("nemesis", "heal-partition", dt=500 * MS, value={"kind": "partition"})
+    slow = {"kind": "slow", "target": "joining"}
+    why = "DBError: etcd has no failpoints (raft.append.delay on n2)"
+    h.op("nemesis", "slow", type_="info", dt=MS, value=slow, error=why,
+         result={**slow, "applied": False, "reason": why})  # fmt: skip
+    h.op("nemesis", "heal-slow", dt=MS, value={"kind": "slow"}, result={"healed": None})
+    for i in range(12):
+        h.op(i % 3, "write", dt=100 * MS, key="k", value=100 + i)
+    events = [Event(**e) for e in h.events]
+    validate(events)
+    return events
+
+
+def test_counts_per_kind_say_applied_and_not_with_reasons() -> None:
+    """The summary line of the issue, from a history, and results.json's counts."""
+    ops = pair(_history())
+    counts = fault_counts(ops)
+    assert counts == {
+        "partition": {"applied": 2, "not_applied": 0, "reasons": {}},
+        "pause": {"applied": 0, "not_applied": 2,
+                  "reasons": {"no node declares itself leader of etcd": 2}},
+        "slow": {"applied": 0, "not_applied": 1, "reasons": {"etcd has no failpoints": 1}},
+    }  # fmt: skip
+    assert describe_fault_counts(counts) == (
+        "partition 2 applied; pause 0 of 2 applied (no node declares itself leader of etcd); "
+        "slow 0 of 1 applied (etcd has no failpoints)"
+    )
+    result = check({"name": "t", "seed": 1}, _history(), {"checkers": ["stats"]})
+    assert msgspec.json.decode(msgspec.json.encode(result))["faults"] == counts
+
+
+def test_a_fault_not_applied_has_no_window() -> None:
+    """Only applied faults are windows; the others are moments with their reason."""
+    ops = pair(_history())
+    assert [w["f"] for w in fault_windows(ops, 10**12)] == ["partition", "partition"]
+    ticks = unapplied_faults(ops)
+    assert [t["f"] for t in ticks] == ["pause", "pause", "slow"]
+    assert ticks[2]["reason"].startswith("DBError: etcd has no failpoints")
+
+
+def test_jepsen_style_info_completions_still_count_as_applied() -> None:
+    """Jepsen completes every nemesis op info: without an error it was applied."""
+    h = HistoryBuilder()
+    h.op("nemesis", "partition", type_="info", dt=MS, value=":majority")
+    h.op("nemesis", "heal-partition", type_="info", dt=MS)
+    ops = pair([Event(**e) for e in h.events])
+    assert fault_counts(ops)["partition"] == {"applied": 1, "not_applied": 0, "reasons": {}}
+    assert len(fault_windows(ops, 10**9)) == 1
+
+
+def test_the_report_ticks_a_fault_not_applied_and_never_shades_it(tmp_path: Path) -> None:
+    """report.html: a dotted line marked with an x per unapplied fault, bands for applied."""
+    events = _history()
+    lines = b"".join(msgspec.json.encode(e) + b"\n" for e in events)
+    run = write_run(tmp_path / "run", lines, {"name": "t", "seed": 1, "nemesis": ["mix"]})
+    data = load_run_data(run)
+    shapes, notes = bands(data)
+    rects = [s for s in shapes if s["type"] == "rect"]
+    ticks = [s for s in shapes if s["type"] == "line"]
+    assert len(rects) == 2  # the two partitions
+    assert len(ticks) == 3
+    assert all(t["line"]["dash"] == "dot" for t in ticks)
+    pause_times = {round(t["time"] / 1e9, 6) for t in data.unapplied}
+    assert all(r["x0"] not in pause_times for r in rects)
+    assert sum("✕" in n["text"] for n in notes) == 3
+    page = render_html(data)
+    assert 'data-unapplied="3"' in page
+    assert "faults not applied, never shaded: pause at" in page
+
+
+# -- adapted or refused before the run -------------------------------------------
+
+
+def test_a_db_without_some_roles_gets_a_mix_aimed_at_the_roles_it_has() -> None:
+    """etcd's mix never draws a placement driver, primary or metastore leader."""
+    schedule = NemesisSchedule(random.Random(5), ["mix"], roles=("group-leader",))
+    drawn = {schedule._fault(None).value.get("target") for _ in range(400)} - {None}
+    assert drawn <= {"group-leader", "random", "joining"}
+    assert "group-leader" in drawn
+    note = fit_targets(["mix"], None, ("group-leader",), "etcd")
+    assert note is not None
+    assert "no meta-leader, placement-driver, primary" in note
+
+
+def test_every_role_leaves_the_draws_as_they_were() -> None:
+    """ember's schedule with all roles draws what it drew before roles existed."""
+    a = NemesisSchedule(random.Random(7), ["mix"])
+    b = NemesisSchedule(random.Random(7), ["mix"], roles=ROLE_TARGETS)
+    assert [a._fault(None).value for _ in range(50)] == [b._fault(None).value for _ in range(50)]
+    assert fit_targets(["mix"], None, ROLE_TARGETS, "ember") is None
+
+
+def test_a_plan_aiming_only_at_roles_the_db_lacks_is_refused() -> None:
+    """nemesis_targets naming only etcd-less roles: PlanError (exit 2), one line."""
+    plan = plans.Plan(db="etcd", nemesis=("mix",),
+                      options={"nemesis_targets": ["placement-driver", "primary"]})  # fmt: skip
+    with pytest.raises(plans.PlanError, match="etcd has no placement-driver, primary"):
+        nemesis_fit(plan)
+    mixed = plans.Plan(db="etcd", nemesis=("kill",),
+                       options={"nemesis_targets": ["primary", "random"]})  # fmt: skip
+    assert nemesis_fit(mixed) == [
+        "nemesis on etcd: primary dropped from the targets (etcd has none); "
+        "kills and pauses aim at random"
+    ]
+
+
+def test_refused_plan_file_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`faultline run --plan` of such a plan: exit 2, one error line, no traceback."""
+    from harness import cli
+
+    plan = plans.Plan(db="etcd", nemesis=("mix",), options={"nemesis_targets": ["primary"]})
+    path = tmp_path / "test.json"
+    path.write_bytes(plans.dump(plan))
+    code = cli.main(["run", "--plan", str(path), "--store", str(tmp_path / "store"),
+                     "--no-progress"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.strip().splitlines() == [
+        "faultline run: error: etcd has no primary: nemesis targets primary name no role it "
+        "can aim at"
+    ]
