@@ -57,7 +57,7 @@ from harness.progress import RunStatus
 from harness.store import RunDir, new_run
 from harness.version import stamp
 from nemesis.generator import DEFAULT_PHASES, NemesisSchedule, fit_targets
-from nemesis.schedule import NemesisWorker
+from nemesis.schedule import SLOW_RATE_KBIT, NemesisWorker
 from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
 from workloads.register import register_ops
 
@@ -295,7 +295,14 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
                            plan.db)  # fmt: skip
     except ValueError as exc:
         raise plans.PlanError(str(exc)) from None
-    return [note] if note else []
+    notes = [note] if note else []
+    kinds = plan.options.get("nemesis_kinds") or ("slow",)
+    slows = "slow" in kinds and any(k in ("slow", "mix") for k in plan.nemesis)
+    if slows and plan.backend != "sim" and not getattr(system.make_db, "has_failpoints", True):
+        notes.append(f"nemesis on {plan.db}: slow catch-up delays the target's links with "
+                     f"netem where the kernel has it, else rate-limits them to "
+                     f"{SLOW_RATE_KBIT} kbit ({plan.db} has no failpoints)")  # fmt: skip
+    return notes
 
 
 def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:
