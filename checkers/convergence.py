@@ -16,8 +16,15 @@ Otherwise, from the nodes' audit events (each node's last word per group):
   when it reports `started`), every voter follows it in that term and holds
   its configuration, which is stable (not joint) and, for a partition's
   group (`part-<partition>`), has voters equal to that partition's stable;
-- the group's voters agree on their last `applied` (index, digest); and at
-  any index two nodes both reported, their digests agree.
+- the group's voters agree on their last `applied` (index, log digest,
+  content digest); and at any index two nodes both reported, their log
+  digests agree (`digest-mismatch`: they applied different entries) and
+  their content digests agree (`state-mismatch`: the same entries, or
+  entries the log digest cannot tell apart, made different states: a
+  nondeterministic apply, a bad snapshot restore). The content digest
+  (`state`) hashes the state machine's keys, values and revisions in key
+  order at that applied index; events without one (older runs) are
+  compared by the log digest alone.
 
 Stability (L2: no role or term change among the final voters in the last
 half of the quiet period) and availability (L3: the quiet period's client
@@ -168,7 +175,7 @@ class ConvergenceChecker:
             )
         # A voter with no digest while others have one has not caught up.
         last = {n: _state(end.applied.get(n)) for n in voters or ()}
-        differ = any(v != (None, None) for v in last.values()) and len(set(last.values())) > 1
+        differ = any(v != (None, None, None) for v in last.values()) and len(set(last.values())) > 1
         # Caught mid-stream (still written) is no divergence: equal digests at
         # equal indexes are checked as they are reported.
         if differ and not _still_written(end, voters or (), audit_end):
@@ -227,6 +234,7 @@ class _GroupEnd:
         self.applied: dict[str, dict[str, Any]] = {}
         self.previous_applied: dict[str, dict[str, Any]] = {}  # the report before the last
         self.digests: dict[int, dict[str, Any]] = {}
+        self.states: dict[int, dict[str, Any]] = {}  # index -> first report with a `state`
 
     def restart(self, node: str) -> None:
         """A restarted node starts as a follower with no known leader."""
@@ -258,10 +266,22 @@ class _GroupEnd:
                     out,
                     "digest-mismatch",
                     f"{group} index {ev['index']}: "
-                    f"{first.get('node')} and {node} applied different states",
+                    f"{first.get('node')} and {node} applied different entries",
                     first,
                     ev,
                 )
+            if isinstance(ev.get("state"), str):
+                seen = self.states.setdefault(ev["index"], ev)
+                if seen.get("state") != ev["state"]:
+                    same_log = seen.get("digest") == ev.get("digest")
+                    _flag(
+                        out,
+                        "state-mismatch",
+                        f"{group} index {ev['index']}: {seen.get('node')} and {node} hold "
+                        f"different states{' from the same log' if same_log else ''}",
+                        seen,
+                        ev,
+                    )
 
 
 def group_ends(audit: dict[str, list[dict[str, Any]]], out: list[Anomaly]) -> dict[str, _GroupEnd]:
@@ -302,5 +322,7 @@ def _still_written(end: _GroupEnd, voters: tuple[str, ...], audit_end: float) ->
     return all(i >= floor for i in indexes.values())
 
 
-def _state(ev: dict[str, Any] | None) -> tuple[Any, Any]:
-    return (None, None) if ev is None else (ev.get("index"), ev.get("digest"))
+def _state(ev: dict[str, Any] | None) -> tuple[Any, Any, Any]:
+    if ev is None:
+        return None, None, None
+    return ev.get("index"), ev.get("digest"), ev.get("state")

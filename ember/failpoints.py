@@ -45,6 +45,8 @@ KNOWN: dict[str, str] = {
     "rebalance.ignore-last-seen": "planted: a primary acts on requests older than its last seen",
     "kv.ack-before-commit": "planted: a KV leader answers writes once appended locally, "
     "before they commit, and reads from its uncommitted log",
+    "kv.apply-diverge": "planted: a follower applies each KV put with another value than "
+    "its leader did (same log, different state)",
     "raft.skip-catchup": "planted: a leader appends the joint entry without waiting for "
     "new peers to catch up",
     "raft.ignore-vote-lease": "planted: a voter that heard from its leader within the "

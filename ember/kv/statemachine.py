@@ -5,13 +5,23 @@ deterministic, so every replica that applies the same entries holds the same
 map. The KV table serves reads by ReadIndex (no entry), but a `get` in the
 log is still applied as a read, so logs written that way replay the same.
 Every applied entry (normal,
-config or noop) folds into a running SHA-256, so replicas compare state with
-one digest (the `applied` audit event, docs/events.md).
+config or noop) folds into a running SHA-256, the log digest: replicas that
+applied the same entries agree on it. What they hold is compared apart:
+`content_digest` hashes the map itself (keys and values, in key order; a
+KV key has no revision), computed only when asked (the `applied` audit
+event's `state`, every `DIGEST_EVERY` entries and at shutdown, never per
+apply), so a replica that applied the same log into another state (a
+nondeterministic apply, a bad snapshot restore) shows (docs/events.md).
+
+The planted defect `kv.apply-diverge` (a failpoint; `KvTable` sets `skew`)
+makes a replica apply a put's value altered while its log, and so its log
+digest, stays the same as everyone's.
 """
 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from typing import Any, Literal
 
 import msgspec
@@ -41,6 +51,17 @@ class KvState(msgspec.Struct, kw_only=True):
 _cmd_encoder = msgspec.msgpack.Encoder()
 _cmd_decoder = msgspec.msgpack.Decoder(Command)
 _state_decoder = msgspec.msgpack.Decoder(KvState)
+_content_encoder = msgspec.msgpack.Encoder()
+
+
+def content_digest(data: dict[str, Any]) -> str:
+    """SHA-256 of a partition's map: its (key, value) pairs in key order."""
+    return hashlib.sha256(_content_encoder.encode(sorted(data.items()))).hexdigest()
+
+
+def skewed(value: Any) -> Any:
+    """What `kv.apply-diverge` stores instead of a put's value."""
+    return {"diverged": value}
 
 
 def encode_command(cmd: Command) -> bytes:
@@ -84,6 +105,8 @@ class PartitionMachine:
 
     def __init__(self) -> None:
         self.state = KvState()
+        # The planted defect's hook: asked per put, True stores `skewed(value)`.
+        self.skew: Callable[[], bool] | None = None
 
     @property
     def applied(self) -> int:
@@ -94,6 +117,10 @@ class PartitionMachine:
     def digest(self) -> str:
         """Running hash of every applied entry."""
         return self.state.digest
+
+    def content_digest(self) -> str:
+        """Hash of the map as it is now (see the module doc)."""
+        return content_digest(self.state.data)
 
     def apply(self, entry: Entry) -> Any:
         """Apply the next entry and return the command's result (None otherwise).
@@ -107,6 +134,8 @@ class PartitionMachine:
         result: Any = None
         cmd = decode_command(entry)
         if cmd is not None:
+            if cmd.op == "put" and self.skew is not None and self.skew():
+                cmd = msgspec.structs.replace(cmd, value=skewed(cmd.value))
             result = apply_command(self.state.data, cmd)
         h = hashlib.sha256(self.state.digest.encode())
         h.update(f"{entry.index}:{entry.kind}:".encode())

@@ -17,6 +17,11 @@ soon as the entry is appended, without waiting for a quorum, and answers
 reads from that log too. A leader cut off from the majority then
 acknowledges writes the next leader never sees and serves reads that miss
 the majority's writes: the linearizability checker must find it.
+
+The planted defect `kv.apply-diverge` (`_skews`) makes every follower apply
+a put with another value than its leader: the logs, and so the log digests,
+stay equal, only the replicas' states differ; the convergence checker must
+find it by the `applied` events' content digests (`state`).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import zlib
 from functools import partial
 from typing import Any
 
+from ember.failpoints import Failpoints
 from ember.kv.statemachine import (
     Command,
     PartitionMachine,
@@ -64,6 +70,9 @@ class KvTable:
     def __init__(self, runtime: NodeRuntime, partitions: int) -> None:
         self.runtime = runtime
         self.partitions = partitions
+        for group in [*runtime.groups.values(), *runtime.stopped.values()]:
+            if isinstance(group.sm, PartitionMachine):
+                group.sm.skew = partial(_skews, runtime.failpoints, group)
 
     def group_of(self, key: str) -> str:
         """The Raft group that holds `key`."""
@@ -109,6 +118,14 @@ class KvTable:
             # The timeout cancelled the future, and the loop skips a cancelled
             # proposal, so the command never reached the log.
             raise NotProposed(f"not proposed within {timeout_s:.3f}s (node busy)") from None
+
+
+def _skews(failpoints: Failpoints, group: Group) -> bool:
+    """The planted defect `kv.apply-diverge`: a follower applies a put with
+    another value than its leader did (the log is the same: only the state
+    differs). Asked per put; costs one check while no failpoint is on."""
+    return (failpoints.any_enabled and group.raw.role != "leader"
+            and failpoints.hit("kv.apply-diverge") is not None)  # fmt: skip
 
 
 def _read_key(key: str, sm: StateMachine) -> Any:

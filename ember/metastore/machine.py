@@ -5,7 +5,10 @@ answer reflects every write committed before it (linearizable, as the KV
 table does). Applying is deterministic, and so is automatic compaction (at
 fixed revision distances), so every replica holds the same state and the
 same watchable history. Every applied entry folds into a running SHA-256
-(the `applied` audit event's digest).
+(the `applied` audit event's `digest`: the log as applied); `content_digest`
+hashes what the store holds (its revision and compaction point, then every
+key with its value, create and mod revision and version, in key order),
+computed only when asked (the `applied` event's `state`), never per apply.
 
 Commands (dicts): `{op: get, key}`, `{op: range, key|prefix, revision?}`,
 `{op: put, key, value}`, `{op: delete, key}`, `{op: invoke, spec}`,
@@ -102,6 +105,12 @@ class MetastoreMachine:
     def digest(self) -> str:
         """Running hash of every applied entry."""
         return self._digest
+
+    def content_digest(self) -> str:
+        """Hash of the store's content now (see the module doc)."""
+        st = self.state
+        body = (st.revision, st.compact_revision, sorted(st.kv.items()))
+        return hashlib.sha256(_encoder.encode(body)).hexdigest()
 
     def apply(self, entry: Entry) -> Any:
         """Apply the next entry; the command's result (None for non-commands)."""

@@ -36,9 +36,15 @@ from ember.storage import GroupStorage
 
 # An `applied` audit event every this many entries, at the same indexes on
 # every replica (as the simulator does), so convergence is one comparison.
+# Its `state` (the machine's content digest) is computed then only: a
+# hash of the whole state per apply would cost the simulator its speed.
 DIGEST_EVERY = 50
 # Messages only a leader sends (see Group.early_messages).
 _LEADER_MSGS = (AppendEntries, InstallSnapshot, TimeoutNow)
+
+
+# (index, log digest, content digest): what an `applied` audit event reports.
+Applied = tuple[int, str, str]
 
 
 class StateMachine(Protocol):
@@ -49,6 +55,10 @@ class StateMachine(Protocol):
 
     @property
     def digest(self) -> str: ...
+
+    def content_digest(self) -> str:
+        """A hash of what the machine holds now (not how it got there)."""
+        ...
 
     def apply(self, entry: Entry) -> Any: ...
 
@@ -255,11 +265,11 @@ class Group:
             rd.messages = [m for m in rd.messages if not isinstance(m, _LEADER_MSGS)]
         return early
 
-    def apply(self, rd: Ready) -> list[tuple[int, str]]:
+    def apply(self, rd: Ready) -> list[Applied]:
         """Apply a Ready's snapshot and committed entries; answer their waiters.
 
-        Returns (index, digest) for each applied index that calls for an
-        `applied` audit event.
+        Returns (index, log digest, content digest) for each applied index
+        that calls for an `applied` audit event.
         """
         if rd.snapshot is not None and rd.snapshot.meta.index > self.sm.applied:
             self.sm.restore(rd.snapshot.data, rd.snapshot.meta.index)
@@ -281,7 +291,7 @@ class Group:
             limit = min(limit, rd.entries[0].index - 1)
         return [e for e in rd.committed_entries if e.index <= limit]
 
-    def apply_durable(self) -> list[tuple[int, str]]:
+    def apply_durable(self) -> list[Applied]:
         """Apply committed entries persisted in earlier rounds, between Readies.
 
         The RawNode hands them out again in its next Ready; `apply_entries`
@@ -299,9 +309,9 @@ class Group:
 
     def apply_entries(
         self, entries: list[Entry], change_results: Sequence[ChangeResult] = ()
-    ) -> list[tuple[int, str]]:
+    ) -> list[Applied]:
         """Apply committed entries not applied yet, answering their waiters."""
-        digests: list[tuple[int, str]] = []
+        digests: list[Applied] = []
         for entry in entries:
             if entry.index <= self.sm.applied:
                 continue
@@ -317,7 +327,7 @@ class Group:
                         ProposalDropped(f"index {entry.index} committed from term {entry.term}")
                     )
             if entry.index % DIGEST_EVERY == 0:
-                digests.append((entry.index, self.sm.digest))
+                digests.append((entry.index, self.sm.digest, self.sm.content_digest()))
         for res in change_results:
             fut = self.tickets.pop(res.ticket, None)
             if fut is not None and not fut.done():

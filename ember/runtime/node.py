@@ -64,7 +64,14 @@ from ember.raft import (
 )
 from ember.runtime.config import NodeConfig
 from ember.runtime.events import config_event, replica_event
-from ember.runtime.group import Group, OutcomeUnknown, PendingRead, Proposal, StateMachine
+from ember.runtime.group import (
+    Applied,
+    Group,
+    OutcomeUnknown,
+    PendingRead,
+    Proposal,
+    StateMachine,
+)
 from ember.runtime.observe import OBSERVERS, RaftObserver
 from ember.storage import NodeStorage
 
@@ -189,7 +196,8 @@ class NodeRuntime:
         for group in self.groups.values():
             # The end state, so the convergence checker can compare replicas.
             if group.sm.applied:
-                self._record_applied(group, [(group.sm.applied, group.sm.digest)])
+                end = (group.sm.applied, group.sm.digest, group.sm.content_digest())
+                self._record_applied(group, [end])
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -492,9 +500,10 @@ class NodeRuntime:
         self._wake.set()  # what the steps left for the next round
         sync.result()
 
-    def _record_applied(self, group: Group, digests: list[tuple[int, str]]) -> None:
-        for index, digest in digests:
-            event = {"kind": "applied", "term": group.raw.term, "index": index, "digest": digest}
+    def _record_applied(self, group: Group, digests: list[Applied]) -> None:
+        for index, digest, state in digests:
+            event = {"kind": "applied", "term": group.raw.term, "index": index,
+                     "digest": digest, "state": state}  # fmt: skip
             self.audit.record(event, group.id)
 
     def _send(self, msg: Message) -> None:

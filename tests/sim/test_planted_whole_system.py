@@ -23,6 +23,7 @@ PLANTED = {
     "raft.skip-check-quorum": ("raft", "leader-kept-without-quorum"),
     "raft.step-down-on-joint": ("raft", "removed-before-stable"),
     "kv.ack-before-commit": ("linearizable", None),
+    "kv.apply-diverge": ("convergence", "state-mismatch"),
 }
 
 pytestmark = pytest.mark.slow
