@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import random
 import shlex
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,12 @@ import msgspec
 
 from checkers.stats import describe_fault_counts
 from harness import plan as plans
+from harness.backends.lifecycle import Terminated
+from harness.clean import leftovers
 from harness.cli import CliError
 from harness.dbs.registry import SYSTEMS
 from harness.progress import Progress, RunStatus
-from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, RunOutcome, run
+from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, RunNotStartedError, RunOutcome, run
 from harness.store import DEFAULT_ROOT
 from nemesis.generator import FAULT_KINDS, MODES, PHASES
 
@@ -218,14 +222,25 @@ def _one(
     status = RunStatus()
     progress = Progress(lambda: status, enabled=not args.no_progress)
     print(f"seed {plan.seed}", flush=True)
+    if plan.backend != "sim":  # what killed runs left: removed (Docker) or named (SSH hosts)
+        leftovers(store, plan.backend, lambda m: print(m, file=sys.stderr, flush=True))
     with progress:
         progress.log(
             f"{plan.name}: {plan.backend}, {len(plan.nodes)} nodes, workload "
             f"{'+'.join(plan.workload)}, nemesis {'+'.join(plan.nemesis) or 'none'} "
             f"({plan.options.get('nemesis_mode', 'both')}), {plan.time_limit_s:g}s"
         )
-        outcome = run(plan, store, status=status, log=progress.log,
-                      leave_running=args.leave_running)  # fmt: skip
+        previous = signal.signal(signal.SIGTERM, _interrupt) if _in_main() else None
+        try:
+            outcome = run(plan, store, status=status, log=progress.log,
+                          leave_running=args.leave_running)  # fmt: skip
+        except RunNotStartedError as exc:  # nothing was stored: no store, verdict or replay lines
+            raise CliError(f"the run could not start: {exc}") from None
+        except Terminated:  # SIGTERM while the cluster was up: healed and removed by now
+            raise KeyboardInterrupt from None
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
     result = outcome.result
     if outcome.error is not None:
         print(f"faultline run: error: {outcome.error}", file=sys.stderr, flush=True)
@@ -245,6 +260,16 @@ def _one(
         # Last, so `make run` ends with the page to open.
         print(f"report: {outcome.report}")
     return outcome
+
+
+def _interrupt(_signum: int, _frame: Any) -> None:
+    # SIGTERM unwinds like Ctrl-C, in every stage (the cluster's own handler
+    # takes over while it is up): `faultline run` heals, removes, exits 130.
+    raise KeyboardInterrupt
+
+
+def _in_main() -> bool:
+    return threading.current_thread() is threading.main_thread()
 
 
 def _worst(codes: list[int]) -> int:

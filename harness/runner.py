@@ -2,8 +2,12 @@
 
 Theory of operation (Jepsen's `core/run!`). In order:
 
-1. a fresh run directory with `test.json` (the plan, seed first);
-2. the image (docker: built or found cached) and the cluster (backend `up`);
+1. the image (docker: built or found cached) and the cluster (backend `up`);
+2. a fresh run directory with `test.json` (the plan, seed first) and the
+   fault journal `faults.jsonl` (`nemesis.journal`), made only now: a run
+   that cannot start (no engine, no image, hosts unreachable) raises
+   `RunNotStartedError` and leaves no run dir that the store, the index or the
+   lake could count as a run;
 3. the database configured for the plan's workloads (the DB's optional
    `configure`), installed, started on every node, awaited healthy, and
    set up (its optional `setup`: ember creates its zone here);
@@ -56,6 +60,7 @@ from harness.interpreter import Interpreter
 from harness.progress import RunStatus
 from harness.store import RunDir, new_run
 from harness.version import stamp
+from nemesis import journal
 from nemesis.generator import DEFAULT_PHASES, NemesisSchedule, fit_targets
 from nemesis.schedule import SLOW_RATE_KBIT, NemesisWorker
 from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
@@ -68,6 +73,26 @@ WORKLOADS = SYSTEMS["ember"].workloads  # the default db's (`faultline run --db 
 
 class RunError(RuntimeError):
     """The run could not be carried out (one line for the user)."""
+
+
+class RunNotStartedError(RunError):
+    """The run could not start: nothing was written to the store."""
+
+
+@dataclass(slots=True)
+class _RunHome:
+    """The run's directory, made on first `make()` (once the cluster is up)."""
+
+    root: Path
+    plan: plans.Plan
+    started: float
+    run: RunDir | None = None
+
+    def make(self) -> RunDir:
+        if self.run is None:
+            self.run = new_run(self.root, self.plan.name, self.plan.seed, self.started)
+            self.run.plan.write_bytes(plans.dump(self.plan))
+        return self.run
 
 
 @dataclass(slots=True)
@@ -221,7 +246,8 @@ def _system(plan: plans.Plan) -> System[Any]:
     return system
 
 
-def _cluster_backend(plan: plans.Plan, system: System[Any], log: Callable[[str], None]) -> Backend:
+def _cluster_backend(plan: plans.Plan, system: System[Any], log: Callable[[str], None],
+                     status: RunStatus, keep: bool) -> Backend:  # fmt: skip
     if plan.backend == "ssh":
         from harness.backends.ssh import SshBackend
 
@@ -232,24 +258,44 @@ def _cluster_backend(plan: plans.Plan, system: System[Any], log: Callable[[str],
     from harness.backends.docker import DockerBackend
 
     name = f"run{plan.seed % 100_000}-{os.getpid()}"
-    return DockerBackend(name, size=len(plan.nodes), image=system.image(log))
+    image = system.image(log)
+    return DockerBackend(name, size=len(plan.nodes), image=image, on_step=status.doing_now,
+                         keep=keep)  # fmt: skip
 
 
-def _execute(plan: plans.Plan, run: RunDir, status: RunStatus, log: Callable[[str], None],
+def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[[str], None],
              leave_running: bool) -> list[str]:  # fmt: skip
     system = _system(plan)
-    backend = _cluster_backend(plan, system, log)
+    status.stage = "image" if plan.backend == "docker" else "hosts"
+
+    def setup_log(message: str) -> None:
+        status.doing_now(message)  # the live line says which layer is building
+        log(message)
+
+    backend = _cluster_backend(plan, system, setup_log, status, leave_running)
     status.stage = "cluster up"
-    with managed_cluster(backend, leave_running=leave_running) as (nodes, control):
+    status.doing_now(f"checking ssh to {', '.join(plan.nodes)}")
+    record = journal.Journal()
+    with journal.recording(record), \
+            managed_cluster(backend, leave_running=leave_running) as (nodes, control):  # fmt: skip
+        run = home.make()
+        record.open(run.path / journal.FILE_NAME, running_dir=home.root / journal.RUNNING_DIR)
+        record.start(plan.backend, getattr(backend, "name", None), nodes)
         db = system.make_db(nodes, plan.db_settings, plan.seed)
+        names = [n.name for n in nodes]
         status.stage = "db start"
         _hook(db, "configure", plan)
+        status.doing_now(f"installing {db.name} on {', '.join(names)}")
         db.install(control)
-        db.start(control, [n.name for n in nodes])
-        db.wait_healthy([n.name for n in nodes], HEALTHY_TIMEOUT_S)
+        status.doing_now(f"starting {db.name} on {', '.join(names)}")
+        db.start(control, names)
+        status.doing_now(f"waiting for {', '.join(names)} to be healthy")
+        db.wait_healthy(names, HEALTHY_TIMEOUT_S)
+        status.doing_now(f"setting up {db.name} for {'+'.join(plan.workload)}")
         _hook(db, "setup", plan)
         log(f"{db.name} healthy on {', '.join(n.name for n in nodes)}")
         notes = _failpoints(plan, db, [n.name for n in nodes], log)
+        status.doing_now("")
         p = _Parts(plan, nodes, control, system, db, run, status, log)
         try:
             with HistoryWriter(run.history) as writer:
@@ -331,26 +377,31 @@ def run(
         log(note)
     # A replayed plan carries the version it ran with; record this one's.
     plan = msgspec.structs.replace(plan, options=stamp(plan.options))
-    run_dir = new_run(store_root, plan.name, plan.seed)
-    run_dir.plan.write_bytes(plans.dump(plan))
+    home = _RunHome(store_root, plan, time.time())
     status = status or RunStatus()
     status.time_limit_s = plan.time_limit_s
     try:
         if plan.backend == "sim":
             from harness.simrun import execute_sim
 
-            notes = execute_sim(plan, run_dir, status, log)
+            notes = execute_sim(plan, home.make(), status, log)
         else:
-            notes = _execute(plan, run_dir, status, log, leave_running)
+            notes = _execute(plan, home, status, log, leave_running)
     except (RunError, DBError, ControlError, OSError, RuntimeError, ValueError) as exc:
         # Docker unreachable, image build failed, an SSH host down, a bad
-        # hosts file, ember not starting: one line, the run kept as evidence.
+        # hosts file: the run never started, and says so in one line. Once
+        # it has a run dir (ember not starting, a node lost): one line, the
+        # run kept as evidence.
         reason = _describe(exc)
+        if home.run is None:
+            raise RunNotStartedError(reason) from exc
+        run_dir = home.run
         result = error_result(plan, reason)
         write_results(result, run_dir.path)
         outcome = RunOutcome(run_dir, result, EXIT_UNKNOWN, error=reason)
         return publish(outcome, store_root, log)
     notes = fitted + notes
+    run_dir = home.make()
     status.stage = "checking"
     result = judge(plan, run_dir, notes)
     status.stage = "reporting"

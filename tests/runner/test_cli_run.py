@@ -54,10 +54,13 @@ def test_an_unreachable_ssh_host_is_one_precise_error(tmp_path: Path) -> None:
     out = _faultline("run", "--backend", "ssh", "--hosts", str(hosts), "--no-progress",
                      "--store", str(tmp_path / "store"), "--seed", "3")  # fmt: skip
     assert out.returncode == 2
-    assert "error: cannot reach node a at 127.0.0.1:1" in out.stderr
+    assert "error: the run could not start: cannot reach node a at 127.0.0.1:1" in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1
     assert "Traceback" not in out.stderr + out.stdout
-    results = json.loads(next((tmp_path / "store").rglob("results.json")).read_text())
-    assert results["valid"] == "unknown"
+    # No run dir that the store, the index or the lake could count as a run.
+    assert not any(p.name in ("test.json", "results.json", "history.jsonl")
+                   for p in (tmp_path / "store").rglob("*"))  # fmt: skip
+    assert out.stdout.strip() == "seed 3"
 
 
 def test_no_docker_engine_is_one_precise_error(tmp_path: Path) -> None:
@@ -65,8 +68,12 @@ def test_no_docker_engine_is_one_precise_error(tmp_path: Path) -> None:
     out = _faultline("run", "--no-progress", "--store", str(tmp_path), "--seed", "4",
                      env={"DOCKER_HOST": "unix:///nonexistent/docker.sock"})  # fmt: skip
     assert out.returncode == 2
-    assert "error: cannot reach the Docker engine at unix:///nonexistent/docker.sock" in out.stderr
-    assert "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines() == [
+        "faultline run: error: the run could not start: cannot reach the Docker engine at "
+        "unix:///nonexistent/docker.sock: [Errno 2] No such file or directory"
+    ]
+    assert list(tmp_path.rglob("*.json*")) == []  # no phantom run dir, no replay line
+    assert out.stdout.strip() == "seed 4"
 
 
 def _replay_line_dir(stdout: str) -> Path:
