@@ -1,7 +1,7 @@
 """How often the checkers cry wolf: the default plan on the clean tree, N sim seeds.
 
     python bench/false_positives.py [--seeds 200 | --seeds 1-50,80] [--workers 2]
-                                    [--store DIR] [-- EXTRA RUN FLAGS]
+                                    [--backend sim|docker] [--store DIR] [-- EXTRA RUN FLAGS]
 
 Each seed is one `faultline run --backend sim` process of the default plan
 (what a new user runs). For every checker it prints how many runs it judged
@@ -10,7 +10,8 @@ first anomaly kind and the catalog rule that kind reports, and the replay
 command. The target is 0 invalid and 0 unknown for every checker: on the
 clean tree any invalid verdict is a false positive (or a real ember bug to
 chase with its replay). `--seeds N` means seeds 1..N; a range list names
-them. `--results` reads an earlier store instead of running.
+them. `--results` reads an earlier store instead of running. `--backend
+docker --seeds 10 --workers 1` is the same figure on Docker (3-5 min a run).
 """
 
 from __future__ import annotations
@@ -41,8 +42,8 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
-def _run(seed: int, store: Path, extra: list[str]) -> dict[str, Any]:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--backend", "sim", "--seed", str(seed),
+def _run(seed: int, store: Path, extra: list[str], backend: str = "sim") -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--backend", backend, "--seed", str(seed),
            "--store", str(store), "--no-progress", "--name", "false-positives", *extra]  # fmt: skip
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
@@ -76,14 +77,14 @@ def _word(valid: Any) -> str:
     return "valid" if valid is True else "invalid" if valid is False else "unknown"
 
 
-def report(runs: list[dict[str, Any]]) -> int:
+def report(runs: list[dict[str, Any]], backend: str = "sim") -> int:
     """Prints the per-checker table and the non-valid verdicts; 1 if any."""
     table: dict[str, Counter[str]] = {}
     for r in runs:
         for name, res in r["checkers"].items():
             table.setdefault(name, Counter())[_word(res["valid"])] += 1
     errors = [r for r in runs if "error" in r]
-    print(f"{len(runs)} seeds, default plan, --backend sim"
+    print(f"{len(runs)} seeds, default plan, --backend {backend}"
           + (f"; {len(errors)} runs left no verdict" if errors else ""))  # fmt: skip
     print(f"{'checker':<14} {'invalid':>8} {'unknown':>8} {'valid':>8}")
     for name in sorted(table):
@@ -113,6 +114,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--seeds", default="200", help="N (seeds 1..N) or a list: 1-50,80")
     p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--backend", choices=("sim", "docker"), default="sim")
     p.add_argument("--store", type=Path, default=ROOT / "store" / "false-positives")
     p.add_argument("--results", type=Path, help="judge an earlier store's runs instead")
     p.add_argument("extra", nargs="*", help="more `faultline run` flags (after --)")
@@ -122,7 +124,7 @@ def main() -> int:
     seeds = _seeds(args.seeds)
     runs = []
     with ThreadPoolExecutor(args.workers) as pool:
-        futures = [pool.submit(_run, s, args.store, args.extra) for s in seeds]
+        futures = [pool.submit(_run, s, args.store, args.extra, args.backend) for s in seeds]
         for done, fut in enumerate(as_completed(futures), start=1):
             r = fut.result()
             runs.append(r)
@@ -130,7 +132,7 @@ def main() -> int:
             print(f"[{done}/{len(seeds)}] seed {r['seed']}: "
                   + (", ".join(bad) + " not valid" if bad else r.get("error", "valid")),
                   file=sys.stderr, flush=True)  # fmt: skip
-    return report(runs)
+    return report(runs, args.backend)
 
 
 if __name__ == "__main__":
