@@ -67,12 +67,15 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _clean_cmd(args: argparse.Namespace) -> int:
+    import docker.errors
+
+    from harness.backends.docker import ClusterError
     from harness.backends.engine import DockerUnavailableError
 
     try:
         return _clean(args)
-    except DockerUnavailableError as exc:
-        raise CleanError(str(exc)) from None
+    except (DockerUnavailableError, ClusterError, docker.errors.APIError) as exc:
+        raise CleanError(str(exc).splitlines()[0]) from None
 
 
 def _clean(args: argparse.Namespace) -> int:
@@ -119,7 +122,7 @@ def clean_run(run_dir: Path) -> list[str]:
         return [f"{run_dir}: the run died before its cluster was up; no fault to heal"]
     if journal.has_ended(records):
         _forget_marker(run_dir)
-        return [f"{run_dir}: nothing to do (the run healed and removed everything)"]
+        return [f"{run_dir}: nothing to do (its journal is closed: nothing left to heal)"]
     state, who = _owner_state(start)
     if state == "alive":
         raise CleanError(f"{run_dir}: its run is still going ({who}); stop it first "

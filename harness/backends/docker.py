@@ -187,6 +187,11 @@ def cleanup(name: str | None = None) -> list[str]:
             container.remove(force=True, v=True)
         except docker.errors.NotFound:
             continue  # removed concurrently: the goal is reached
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:  # 409: another cleanup is removing it right now
+                raise
+            _wait_gone(container)
+            continue
         removed.append(f"container {container.name}")
     for network in client.networks.list(filters=selector):
         key_dirs.add((network.attrs.get("Labels") or {}).get(KEY_DIR_LABEL, ""))
@@ -202,6 +207,17 @@ def cleanup(name: str | None = None) -> list[str]:
     for key_dir in sorted(d for d in key_dirs if _is_our_key_dir(d)):
         shutil.rmtree(key_dir, ignore_errors=True)  # what a killed owner could not remove
     return removed
+
+
+def _wait_gone(container: Any, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            container.reload()
+        except docker.errors.NotFound:
+            return
+        time.sleep(0.2)
+    raise ClusterError(f"container {container.name} is still being removed after {timeout_s:g}s")
 
 
 def _is_our_key_dir(path: str) -> bool:
