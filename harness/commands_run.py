@@ -33,10 +33,13 @@ from harness.backends.lifecycle import Terminated
 from harness.clean import leftovers
 from harness.cli import CliError
 from harness.dbs.registry import SYSTEMS
+from harness.honoured import refusal
 from harness.progress import Progress, RunStatus
 from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, RunNotStartedError, RunOutcome, run
 from harness.store import DEFAULT_ROOT
 from nemesis.generator import FAULT_KINDS, MODES, PHASES
+
+DEFAULT_NODES = 5
 
 
 def _names(text: str, known: tuple[str, ...], flag: str) -> tuple[str, ...]:
@@ -113,10 +116,12 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
     nemesis = _names(args.nemesis, FAULT_KINDS, "--nemesis")
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**31)
     options: dict[str, Any] = {"nemesis_mode": args.nemesis_mode}
-    nodes = tuple(f"n{i}" for i in range(1, args.nodes + 1))
+    nodes = tuple(f"n{i}" for i in range(1, (args.nodes or DEFAULT_NODES) + 1))
     if args.hosts is not None:
         options["hosts"] = str(args.hosts)
         nodes = _host_names(args.hosts)
+        if args.nodes not in (None, len(nodes)):  # the hosts file is the cluster
+            raise CliError(f"--nodes {args.nodes}, but {args.hosts} names {len(nodes)} hosts")
     elif args.backend == "ssh":
         raise CliError("--backend ssh needs --hosts FILE")
     if args.keys is not None:
@@ -152,9 +157,13 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         options=options,
     )
     try:
-        return plans.validate(plan)
+        plan = plans.validate(plan)
     except plans.PlanError as exc:
         raise CliError(str(exc)) from None
+    why = refusal(plan)  # what the backend or db would not honour: refused, never dropped
+    if why is not None:
+        raise CliError(why)
+    return plan
 
 
 def add_parser(subparsers: Any) -> None:
@@ -186,7 +195,8 @@ def add_parser(subparsers: Any) -> None:
 def add_plan_flags(p: argparse.ArgumentParser, default_backend: str | None) -> None:
     """The flags that describe a plan (`faultline run` and `faultline explore`)."""
     p.add_argument("--backend", choices=plans.BACKENDS, default=default_backend)
-    p.add_argument("--nodes", type=_positive(int, "--nodes"), default=5, help="node count")
+    p.add_argument("--nodes", type=_positive(int, "--nodes"),
+                   help=f"node count (default {DEFAULT_NODES}; with --hosts: theirs)")  # fmt: skip
     p.add_argument("--hosts", type=Path, help="ssh backend: file naming one host a line")
     p.add_argument("--db", choices=tuple(SYSTEMS), default="ember", help="database under test")
     workloads = "; ".join(f"{n}: {', '.join(s.workloads)}" for n, s in SYSTEMS.items())
@@ -281,7 +291,7 @@ def _worst(codes: list[int]) -> int:
 # `faultline run` flags that describe a plan, with their defaults: with --plan
 # the file describes it, and a flag that would change it is refused.
 _PLAN_FLAG_DEFAULTS = {
-    "nodes": 5, "hosts": None, "db": "ember", "workload": None, "nemesis": "mix",
+    "nodes": None, "hosts": None, "db": "ember", "workload": None, "nemesis": "mix",
     "nemesis_mode": "both", "nemesis_phases": None, "failpoint": None, "db_setting": None,
     "time_limit": 60.0, "quiet_period": 5.0, "concurrency": 10, "rate": 50.0, "keys": None,
     "seed": None, "test_count": 1, "name": None,

@@ -74,6 +74,11 @@ def validate(plan: Plan) -> Plan:
         raise PlanError(f"time limit must be positive, got {plan.time_limit_s}")
     if plan.seed < 0:
         raise PlanError(f"seed must be a non-negative integer, got {plan.seed}")
+    from harness.honoured import refusal  # late: it reads the systems' registries
+
+    why = refusal(plan, phases=False)  # what the backend or db would not honour
+    if why is not None:
+        raise PlanError(why)
     return plan
 
 

@@ -73,6 +73,10 @@ class System(Generic[D]):
     version: Callable[[Mapping[str, Any]], str]
     # What `faultline run` runs with no --workload; None: every workload.
     default_workloads: tuple[str, ...] | None = None
+    # Workload -> the nemesis phases its changes reach (a plan aiming faults
+    # at phases none of its workloads reach is refused: harness/honoured.py);
+    # None: not declared, and the plan is trusted.
+    phases_reached: Mapping[str, tuple[str, ...]] | None = None
     # The roles a kill, pause or isolating partition can aim at
     # (`nemesis.targets.ROLE_TARGETS`): a db without some has fewer.
     roles: tuple[str, ...] = ("group-leader", "meta-leader", "placement-driver", "primary")

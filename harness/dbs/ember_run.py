@@ -226,4 +226,11 @@ SYSTEM: System[EmberDB] = System(
     phase_watcher=phase_watcher,
     final_reads=_final_reads,
     version=version,
+    # change-stage / change-done and the assignment keys (nemesis/phase.py);
+    # a rebalance or cancel race changes peers too.
+    phases_reached={
+        "change-peers": ("catching-up", "joint", "stable", "done"),
+        "rebalance": ("catching-up", "joint", "stable", "done", "pending", "pending-open"),
+        "cancel-race": ("catching-up", "joint", "stable", "done", "pending", "pending-open"),
+    },
 )

@@ -132,6 +132,8 @@ SYSTEM: System[EtcdDB] = System(
     phase_watcher=phase_watcher,
     final_reads=final_reads,
     version=version,
+    # A learner added (catching-up), promoted or removed (stable): etcd_phase.py.
+    phases_reached={"change-peers": ("catching-up", "stable")},
     # One traffic workload per run (register or metastore): register by default.
     default_workloads=("register", "change-peers"),
     # One group, no placement driver, no primaries: its leader is the one role.

@@ -1,0 +1,172 @@
+"""What each backend and database honours of a plan; the rest is refused, not dropped.
+
+Theory of operation. Every `faultline run` flag and every nightly matrix key
+ends up in a plan field or option. `refusal(plan)` names, in one line, the
+first thing the plan's backend or db would not honour (a failpoint etcd
+does not have, a setting no node reads, a phase the plan's workloads never
+reach, a hosts file Docker would not use), so `harness.plan.validate`
+refuses the plan before anything starts and `faultline run` exits 2. What
+it lets through, the backends and dbs do; tests/runner/test_flags_honoured.py
+walks every flag x backend x db and holds each to one or the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.plan import Plan
+
+# ember-node's settings the harness writes itself (harness/db.py `_config`),
+# and harness-level settings the EmberDB reads (not passed to the node).
+EMBER_OWNED = frozenset({"id", "peers", "listen", "raft_listen", "data_dir", "seed", "config"})
+EMBER_HARNESS = frozenset({"bootstrap", "ember_bin", "partitions", "zone_partitions", "meta_nodes"})
+# etcd 3.4.23's flags (`etcd --help` of Debian's etcd-server 3.4.23), which
+# the EtcdDB passes as ETCD_<FLAG> variables; etcd only warns on others.
+ETCD_FLAGS = frozenset(
+    """
+advertise-client-urls auth-token auth-token-ttl auto-compaction-mode auto-compaction-retention
+auto-tls backend-batch-interval backend-batch-limit bcrypt-cost cert-file cipher-suites
+client-cert-allowed-hostname client-cert-auth client-crl-file cors data-dir debug discovery
+discovery-fallback discovery-proxy discovery-srv discovery-srv-name election-timeout
+enable-pprof enable-v2 experimental-backend-bbolt-freelist-type
+experimental-compaction-batch-limit experimental-corrupt-check-time
+experimental-enable-lease-checkpoint experimental-enable-v2v3
+experimental-initial-corrupt-check experimental-peer-skip-client-san-verification
+experimental-warning-apply-duration experimental-watch-progress-notify-interval
+force-new-cluster grpc-keepalive-interval grpc-keepalive-min-time grpc-keepalive-timeout
+heartbeat-interval host-whitelist initial-advertise-peer-urls initial-cluster
+initial-cluster-state initial-cluster-token initial-election-tick-advance key-file
+listen-client-urls listen-metrics-urls listen-peer-urls log-level log-outputs
+log-package-levels logger max-concurrent-streams max-request-bytes max-snapshots
+max-txn-ops max-wals metrics name peer-auto-tls peer-cert-allowed-cn
+peer-cert-allowed-hostname peer-cert-file peer-client-cert-auth peer-crl-file
+peer-key-file peer-trusted-ca-file pre-vote proxy proxy-dial-timeout proxy-failure-wait
+proxy-read-timeout proxy-refresh-interval proxy-write-timeout quota-backend-bytes
+snapshot-count strict-reconfig-check trusted-ca-file wal-dir
+""".split()  # noqa: SIM905 -- as `etcd --help` lists them, one block
+)  # fmt: skip
+# What harness/dbs/etcd.py's `env` sets itself: a setting would break the cluster.
+ETCD_OWNED = frozenset({
+    "name", "data-dir", "listen-peer-urls", "listen-client-urls", "initial-advertise-peer-urls",
+    "advertise-client-urls", "initial-cluster", "initial-cluster-state", "initial-cluster-token",
+    "logger", "log-outputs",
+})  # fmt: skip
+
+
+def refusal(plan: Plan, *, phases: bool = True) -> str | None:
+    """Why the plan's backend or db would not honour all of it, or None.
+
+    `phases=False` leaves out the phase rule, for plan files: a shrunk plan
+    keeps the phases its original workloads reached (harness/shrink.py)."""
+    checks = (_backend, _failpoints, _settings, *((_phases,) if phases else ()))
+    for check in checks:
+        why: str | None = check(plan)
+        if why is not None:
+            return why
+    return None
+
+
+def _backend(plan: Plan) -> str | None:
+    if "hosts" in plan.options and plan.backend != "ssh":
+        return (
+            f"--hosts names the machines of --backend ssh; --backend {plan.backend} does not use it"
+        )
+    if plan.backend != "sim":
+        return None
+    if "ember_bin" in plan.db_settings:
+        return "--db-setting ember_bin has no meaning with --backend sim (no binary is run)"
+    from harness.simrun import unsupported  # the simulator's own list
+
+    return unsupported(plan)
+
+
+def _failpoints(plan: Plan) -> str | None:
+    wanted = plan.options.get("failpoints") or {}
+    if not wanted:
+        return None
+    if plan.db != "ember":
+        name = next(iter(wanted))
+        return f"--failpoint {name}: {plan.db} has no failpoints (they are ember's test hooks)"
+    import random
+
+    from ember.failpoints import KNOWN, FailpointError, Failpoints
+
+    scratch = Failpoints(random.Random(0))
+    for name, params in dict(wanted).items():
+        if name not in KNOWN:
+            return f"--failpoint {name}: unknown; ember has {', '.join(sorted(KNOWN))}"
+        try:
+            scratch.enable(str(name), dict(params or {}))
+        except FailpointError as exc:
+            return f"--failpoint {name}: {exc}"
+    return None
+
+
+def ember_settings() -> frozenset[str]:
+    """The settings an ember node reads (ember-node's flags) or the EmberDB reads."""
+    from ember.server import _parser
+
+    flags = {a.dest for a in _parser()._actions if a.dest not in ("help", "log_level")}
+    return frozenset((flags - EMBER_OWNED) | EMBER_HARNESS)
+
+
+def _settings(plan: Plan) -> str | None:
+    if plan.db == "ember":
+        known = ember_settings()
+        for key in plan.db_settings:
+            if key.replace("-", "_") in EMBER_OWNED:
+                return f"--db-setting {key}: set by the harness for every node"
+            if key.replace("-", "_") not in known:
+                return f"--db-setting {key}: not an ember setting ({_few(known)})"
+    elif plan.db == "etcd":
+        for key in plan.db_settings:
+            flag = key.replace("_", "-").lower()
+            if flag in ETCD_OWNED:
+                return f"--db-setting {key}: set by the harness for every etcd member"
+            if flag not in ETCD_FLAGS and flag != "bootstrap":
+                return f"--db-setting {key}: not an etcd 3.4 flag (etcd would ignore it)"
+    return None
+
+
+def _few(names: Iterable[str]) -> str:
+    return "known: " + ", ".join(sorted(names))
+
+
+def _phases(plan: Plan) -> str | None:
+    """Named phases the db never reaches, or phase-aimed faults asked for (mode
+    `phase`, or phases named) that none of the plan's workloads would trigger."""
+    from harness.dbs.registry import SYSTEMS
+    from nemesis.generator import DEFAULT_PHASES, MIX
+
+    system = SYSTEMS.get(plan.db)
+    if system is None or system.phases_reached is None:
+        return None  # a system that does not declare its phases is trusted
+    reached_by = system.phases_reached
+    anywhere = sorted({p for phases in reached_by.values() for p in phases})
+    named = plan.options.get("nemesis_phases")
+    for phase in named or ():
+        if phase not in anywhere:
+            return (f"--nemesis-phases {phase}: {plan.db} has no {phase} phase "
+                    f"(its changes reach {', '.join(anywhere) or 'none'})")  # fmt: skip
+    mode = plan.options.get("nemesis_mode", "both")
+    system = SYSTEMS.get(plan.db)
+    implicit = (
+        named is not None
+        and system is not None
+        and (list(named) == list(system.default_phases or ()))
+    )  # set by `faultline run` itself when none were named
+    asked = mode == "phase" or (named is not None and not implicit and mode != "periodic")
+    if not plan.nemesis or not asked:
+        return None
+    if named is not None:
+        wanted = set(named)
+    else:
+        wanted = set(anywhere) if MIX in plan.nemesis else set(DEFAULT_PHASES)
+    if wanted & {p for w in plan.workload for p in reached_by.get(w, ())}:
+        return None
+    movers = " or ".join(reached_by) or "nothing"
+    return (f"phase-aimed faults ({', '.join(sorted(wanted))}) need a workload that reaches "
+            f"them ({movers} on {plan.db}); add one to --workload or use --nemesis-mode "
+            "periodic")  # fmt: skip
