@@ -68,11 +68,12 @@ class Matrix:
     extra_args: tuple[str, ...] = ()
     # Each cell explores (`faultline explore --budget ...`) instead of one run.
     explore_budget: str | None = None
+    db: str = "ember"
 
     def cells(self) -> list[Cell]:
         """Every run of the night, in a stable order (workload, nemesis, nodes, seed)."""
         return [
-            Cell(w, n, k, s)
+            Cell(w, n, k, s, db=self.db, backend=self.backend)
             for w, n, k, s in itertools.product(
                 self.workloads, self.nemeses, self.nodes, self.seeds
             )
@@ -87,10 +88,19 @@ class Cell:
     nemesis: str
     nodes: int
     seed: int
+    # Part of the cell's key: one workload x nemesis on sim and on Docker, or
+    # on ember and on etcd, are different cells.
+    db: str = "ember"
+    backend: str = "sim"
+
+    @property
+    def key(self) -> str:
+        """db/backend/workload/nemesis: what a night's cells are grouped by."""
+        return f"{self.db}/{self.backend}/{self.workload}/{self.nemesis}"
 
     @property
     def name(self) -> str:
-        return f"{self.workload}/{self.nemesis}/n{self.nodes}/seed{self.seed}"
+        return f"{self.key}/n{self.nodes}/seed{self.seed}"
 
 
 @dataclass
@@ -113,6 +123,7 @@ _EXPLORED = re.compile(r"explore: \d+ runs in[^\n]*cells")
 
 _KEYS: dict[str, str] = {
     "backend": f"one of {', '.join(BACKENDS)}",
+    "db": "the database under test (faultline run --db)",
     "workloads": "a list of workload names",
     "nemeses": "a list of nemesis names",
     "seeds": "a seed count or a list of seeds",
@@ -188,6 +199,7 @@ def parse_matrix(raw: dict[str, Any], base: Path = Path(".")) -> Matrix:
         except CliError as exc:
             raise MatrixError(f"explore_budget: {str(exc).removeprefix('--budget ')}") from None
     store = base / _get(raw, "store", str, "store")
+    db = _get(raw, "db", str, "ember")
     _get(raw, "junit", str, "")
     return Matrix(
         backend=backend, workloads=_list(raw, "workloads", str),
@@ -197,7 +209,7 @@ def parse_matrix(raw: dict[str, Any], base: Path = Path(".")) -> Matrix:
         junit=base / raw["junit"] if "junit" in raw else store / "nightly-junit.xml",
         command=command,
         extra_args=_list(raw, "extra_args", str) if "extra_args" in raw else (),
-        explore_budget=explore,
+        explore_budget=explore, db=db,
     )  # fmt: skip
 
 
@@ -243,7 +255,8 @@ def cell_command(matrix: Matrix) -> tuple[str, ...]:
 
 def _plan_args(matrix: Matrix, cell: Cell) -> list[str]:
     return [
-        "--backend", matrix.backend, "--workload", cell.workload, "--nemesis", cell.nemesis,
+        "--backend", matrix.backend, "--db", matrix.db, "--workload", cell.workload,
+        "--nemesis", cell.nemesis,
         "--seed", str(cell.seed), "--nodes", str(cell.nodes),
         "--time-limit", f"{matrix.time_limit_s:g}", "--store", str(matrix.store),
         *matrix.extra_args,
@@ -378,7 +391,7 @@ def junit_xml(outcomes: list[Outcome], matrix: Matrix, timestamp: str) -> bytes:
     suite = ET.SubElement(suites, "testsuite", suite_attrs)
     for o in outcomes:
         case = ET.SubElement(
-            suite, "testcase", classname=f"nightly.{o.cell.workload}.{o.cell.nemesis}",
+            suite, "testcase", classname="nightly." + o.cell.key.replace("/", "."),
             name=f"n{o.cell.nodes}-seed{o.cell.seed}", time=f"{o.elapsed_s:.3f}",
         )  # fmt: skip
         detail = _detail(o, matrix)
@@ -418,7 +431,9 @@ def summary_table(outcomes: list[Outcome]) -> Any:
     style = {PASSED: "green", FAILED: "bold red", UNKNOWN: "yellow", ERROR: "red",
              SKIPPED: "dim"}  # fmt: skip
     table = Table(title="faultline nightly")
-    for column in ("workload", "nemesis", "nodes", "seed", "verdict", "time (s)", "anomalies"):
+    columns = ("db", "backend", "workload", "nemesis", "nodes", "seed", "verdict", "time (s)",
+               "anomalies")  # fmt: skip
+    for column in columns:
         table.add_column(
             column, justify="right" if column in ("nodes", "seed", "time (s)") else "left"
         )
@@ -426,7 +441,8 @@ def summary_table(outcomes: list[Outcome]) -> Any:
         note = ", ".join(f"{k} x{n}" for k, n in sorted(o.anomalies.items()))
         if not note and o.status in (ERROR, UNKNOWN):
             note = "; ".join(o.reasons)[:80]
-        table.add_row(o.cell.workload, o.cell.nemesis, str(o.cell.nodes), str(o.cell.seed),
+        table.add_row(o.cell.db, o.cell.backend, o.cell.workload, o.cell.nemesis,
+                      str(o.cell.nodes), str(o.cell.seed),
                       f"[{style[o.status]}]{o.status}[/]", f"{o.elapsed_s:.1f}", note)  # fmt: skip
     counts = Counter(o.status for o in outcomes)
     table.caption = "  ".join(
@@ -501,9 +517,11 @@ def _main(args: argparse.Namespace) -> int:
     from rich.progress import Progress
 
     from harness.cli import CliError
+    from harness.nightly_plans import cell_plans
 
     try:
         matrix = load_matrix(args.matrix)
+        cell_plans(matrix)  # every key honoured by the backend and db, or refused now
     except MatrixError as exc:
         raise CliError(str(exc)) from None
     if args.budget is not None and args.budget <= 0:

@@ -29,6 +29,7 @@ def main() -> int:
     for flag in ("--seed", "--nodes"):
         p.add_argument(flag, type=int, required=True)
     p.add_argument("--time-limit", type=float, required=True)
+    p.add_argument("--db", choices=("ember", "etcd"), required=True)
     args = p.parse_args()
     print(f"stub run: seed {args.seed}", flush=True)
     if args.workload == "crash":

@@ -132,7 +132,8 @@ def test_junit_xml_carries_verdict_anomalies_and_replay(tmp_path: Path) -> None:
             suite.get("skipped")) == ("3", "1", "1", "1")  # fmt: skip
     cases = suite.findall("testcase")
     assert [c.get("classname") for c in cases] == [
-        "nightly.register.bug", "nightly.crash.bug", "nightly.register.bug"
+        "nightly.ember.sim.register.bug", "nightly.ember.sim.crash.bug",
+        "nightly.ember.sim.register.bug",
     ]  # fmt: skip
     assert cases[0].get("name") == "n3-seed7"
     failure = cases[0].find("failure")
