@@ -1,7 +1,9 @@
 """The analyze job: the lake's runs -> summary tables and nightly.html.
 
-Every table is grouped by workload x nemesis x version unless it says
-otherwise, computed in Spark (so it scales with the lake), and written as
+Every table is grouped by db x backend x workload x nemesis (a night's
+cell, harness.nightly's `Cell.key`: a sim run and a Docker run of one
+workload x nemesis, or an ember run and an etcd run, are different cells) x
+version unless it says otherwise, computed in Spark (so it scales with the lake), and written as
 Parquet under `lake/analysis/<table>` (replaced whole on each analyze: the
 tables are small and always recomputed from every run). The tables:
 
@@ -16,7 +18,7 @@ tables are small and always recomputed from every run). The tables:
 - flaky_seeds: plans whose runs of one version disagree (crashes aside).
 - coverage: fault kind x protocol phase, with zero rows for combinations
   never exercised.
-- trends: per night (date) x workload x nemesis: runs, failure rate, p99.
+- trends: per night (date) x cell: runs, failure rate, p99.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom; pyspa
 from pipeline.extract import CRASHED, IDLE, PHASES
 from pipeline.ingest import read_table
 
-GROUP = ("workload", "nemesis", "version")
+CELL = ("db", "backend", "workload", "nemesis")
+GROUP = (*CELL, "version")
 ANALYSIS_DIR = "analysis"
 ANALYSIS_TABLES = (
     "failure_rates",
@@ -47,9 +50,18 @@ ANALYSIS_TABLES = (
 QUANTILES = (0.5, 0.9, 0.99)
 
 
+def with_cell(runs: Any) -> Any:
+    """The runs table with `db` (the plan's; runs from before `--db` existed were
+    ember's) and `backend` always set, so both can key a group."""
+    db = F.coalesce(F.get_json_object("plan_json", "$.db"), F.lit("ember"))
+    return runs.withColumn("db", db).withColumn(
+        "backend", F.coalesce(F.col("backend"), F.lit("unknown"))
+    )
+
+
 def _with_version(df: Any, runs: Any) -> Any:
-    """A child table with its run's version (child tables do not carry it)."""
-    return df.join(runs.select("run_id", "version"), "run_id")
+    """A child table with its run's db, backend and version (child tables carry none)."""
+    return df.join(runs.select("run_id", "db", "backend", "version"), "run_id")
 
 
 def failure_rates(runs: Any) -> Any:
@@ -134,7 +146,7 @@ def _plan_verdicts(runs: Any) -> Any:
     """One row per (plan, version): its runs' verdicts, crashes aside."""
     return (
         runs.where(F.col("valid") != CRASHED)
-        .groupBy("plan_key", "test", "seed", "workload", "nemesis", "version")
+        .groupBy("plan_key", "test", "seed", *GROUP)
         .agg(
             F.count("*").alias("runs"),
             F.array_sort(F.collect_set("valid")).alias("verdicts"),
@@ -167,8 +179,7 @@ def verdict_flips(runs: Any) -> Any:
             "plan_key",
             "test",
             "seed",
-            "workload",
-            "nemesis",
+            *CELL,
             "from_version",
             "from_verdict",
             F.col("version").alias("to_version"),
@@ -196,8 +207,9 @@ def coverage(faults: Any, spark: Any) -> Any:
 
 
 def trends(runs: Any, ok: Any) -> Any:
-    """Per night x workload x nemesis: runs, failure rate and p99 of ok client ops (`ok`)."""
-    by_night = ("date", "workload", "nemesis")
+    """Per night x cell: runs, failure rate and p99 of ok client ops (`ok`)."""
+    by_night = ("date", *CELL)
+    ok = ok.join(runs.select("run_id", "db", "backend"), "run_id")
     rates = runs.groupBy(*by_night).agg(
         F.count("*").alias("runs"),
         F.avg(F.when(F.col("valid") == "false", 1.0).otherwise(0.0)).alias("failure_rate"),
@@ -213,7 +225,7 @@ def analyze(spark: Any, lake: Path, *, progress: Any = None) -> dict[str, Any]:
     from pipeline.html import write_html
 
     started = time.monotonic()
-    runs = read_table(spark, lake, "runs").cache()
+    runs = with_cell(read_table(spark, lake, "runs")).cache()
     # Both latency tables read the ok client completions: cache them once.
     ok = ok_client_ops(read_table(spark, lake, "operations")).cache()
     builders: dict[str, Callable[[], Any]] = {

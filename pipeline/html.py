@@ -23,7 +23,9 @@ th { background: #f3f3f3; } td:first-child, th:first-child { text-align: left; }
 
 
 def _label(df: Any) -> Any:
-    return df["workload"].astype(str) + " / " + df["nemesis"].astype(str)
+    """A cell's name: db and backend, then workload / nemesis (pipeline/analyze.py CELL)."""
+    return (df["db"].astype(str) + " " + df["backend"].astype(str) + ": "
+            + df["workload"].astype(str) + " / " + df["nemesis"].astype(str))  # fmt: skip
 
 
 def _figures(tables: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -33,7 +35,7 @@ def _figures(tables: dict[str, Any]) -> list[tuple[str, Any]]:
     figs: list[tuple[str, Any]] = []
     rates = tables["failure_rates"]
     if len(rates):
-        figs.append(("Failure rate by workload / nemesis and version", px.bar(
+        figs.append(("Failure rate by db backend: workload / nemesis, and version", px.bar(
             rates.assign(group=_label(rates)), x="group", y="failure_rate", color="version",
             barmode="group", hover_data=["runs", "invalid", "unknown", "crashed"],
             range_y=[0, 1],
