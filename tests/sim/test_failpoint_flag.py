@@ -1,0 +1,31 @@
+"""`--failpoint` under `--backend sim` is switched on, not dropped (issue 23): at a1a5484
+the simulator never set it (no node's audit log had a failpoint event, and seed 3 with
+kv.ack-before-commit came back valid); every node must record it from the start."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_failpoint_flag_is_on_at_every_simulated_node(tmp_path: Path) -> None:
+    """Each node's audit log says the failpoint was enabled, with its parameters."""
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--backend", "sim", "--seed", "2",
+         "--nodes", "3", "--workload", "register", "--nemesis", "none", "--time-limit", "2",
+         "--quiet-period", "1", "--failpoint", 'raft.append.delay={"delay_ms": 5}',
+         "--store", str(tmp_path), "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert out.returncode in (0, 1), out.stdout[-2000:] + out.stderr[-2000:]
+    assert "failpoint raft.append.delay {'delay_ms': 5} on every node from the start" in out.stdout
+    run = Path(next(ln.split(" ", 1)[1] for ln in out.stdout.splitlines()
+                    if ln.startswith("store ")))  # fmt: skip
+    for node in ("n1", "n2", "n3"):
+        events = [json.loads(line) for line in (run / "nodes" / node / "events.jsonl").open()]
+        on = [e for e in events if e["kind"] == "failpoint" and e["enabled"]]
+        assert [(e["name"], e["params"]["delay_ms"]) for e in on] == [("raft.append.delay", 5)]
