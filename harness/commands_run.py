@@ -311,7 +311,10 @@ def _plan_file_cmd(args: argparse.Namespace) -> int:
     if args.backend is not None and args.backend != plan.backend:
         if args.backend == "ssh":
             raise CliError("--plan with --backend ssh needs the hosts in the plan file")
-        plan = msgspec.structs.replace(plan, backend=args.backend)
+        try:  # what the other backend would not honour (e.g. etcd on sim): refused now
+            plan = plans.validate(msgspec.structs.replace(plan, backend=args.backend))
+        except plans.PlanError as exc:
+            raise CliError(f"--backend {args.backend}: {exc}") from None
     expect = plan.options.get("expect")
     codes, reproduced = [], 0
     for attempt in range(args.attempts):

@@ -147,3 +147,21 @@ def test_a_refusal_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert out.stderr.strip().count("\n") == 0, out.stderr
     assert "etcd has no failpoints" in out.stderr
     assert not any(tmp_path.iterdir())  # no run dir
+
+
+def test_a_plan_file_moved_to_a_backend_that_cannot_play_it_is_refused(tmp_path: Path) -> None:
+    """`run --plan FILE --backend sim` of an etcd plan: one line, exit 2, no run dir."""
+    from harness import plan as plans
+
+    path = tmp_path / "test.json"
+    path.write_bytes(plans.dump(Plan(db="etcd", workload=("register",))))
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--plan", str(path), "--backend", "sim",
+         "--store", str(tmp_path / "store")],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2
+    assert out.stderr.strip() == (
+        "faultline run: error: --backend sim: --backend sim simulates ember only, not etcd"
+    )
+    assert not (tmp_path / "store").exists()
