@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 # and harness-level settings the EmberDB reads (not passed to the node).
 EMBER_OWNED = frozenset({"id", "peers", "listen", "raft_listen", "data_dir", "seed", "config"})
 EMBER_HARNESS = frozenset({"bootstrap", "ember_bin", "partitions", "zone_partitions", "meta_nodes"})
+# Labels no node reads but reports and the pipeline group runs by (pipeline/extract.py).
+VERSION_LABELS = frozenset({"version", "ember_version", "git_rev", "git_revision"})
 # etcd 3.4.23's flags (`etcd --help` of Debian's etcd-server 3.4.23), which
 # the EtcdDB passes as ETCD_<FLAG> variables; etcd only warns on others.
 ETCD_FLAGS = frozenset(
@@ -113,15 +115,16 @@ def ember_settings() -> frozenset[str]:
 
 
 def _settings(plan: Plan) -> str | None:
+    settings = [k for k in plan.db_settings if k not in VERSION_LABELS]
     if plan.db == "ember":
         known = ember_settings()
-        for key in plan.db_settings:
+        for key in settings:
             if key.replace("-", "_") in EMBER_OWNED:
                 return f"--db-setting {key}: set by the harness for every node"
             if key.replace("-", "_") not in known:
                 return f"--db-setting {key}: not an ember setting ({_few(known)})"
     elif plan.db == "etcd":
-        for key in plan.db_settings:
+        for key in settings:
             flag = key.replace("_", "-").lower()
             if flag in ETCD_OWNED:
                 return f"--db-setting {key}: set by the harness for every etcd member"

@@ -165,3 +165,10 @@ def test_a_plan_file_moved_to_a_backend_that_cannot_play_it_is_refused(tmp_path:
         "faultline run: error: --backend sim: --backend sim simulates ember only, not etcd"
     )
     assert not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("db", sorted(SYSTEMS))
+def test_a_version_label_is_kept_for_the_reports(tmp_path: Path, db: str) -> None:
+    """`--db-setting version=...` labels the run (the pipeline groups by it): accepted."""
+    plan = _plan(tmp_path, "docker", db, ["--db-setting", "version=2.0-rc1"])
+    assert plan.db_settings == {"version": "2.0-rc1"}
