@@ -11,8 +11,10 @@ from typing import Any
 import pytest
 
 from harness import cli
+from harness.dbs.registry import SYSTEMS
 from harness.nightly import MatrixError, Outcome, junit_xml, parse_matrix, run_args, summary_table
 from harness.nightly_plans import cell_plans
+from harness.plan import BACKENDS
 
 STUB = Path(__file__).with_name("stub_run.py")
 
@@ -109,3 +111,53 @@ def test_cli_refuses_the_shipped_example_as_the_issue_found_it(
     assert err.count("\n") == 1
     assert "cell ember/sim/change-peers/kill/n3/seed1" in err
     assert not (tmp_path / "store").exists()
+
+
+# matrix key -> (value, what each cell's plan carries when honoured, where it is refused)
+KEYS: dict[str, Any] = {
+    "nodes": ([4], lambda p: len(p.nodes) == 4, lambda b, _d: b == "ssh"),  # 3 hosts named
+    "seeds": ([7], lambda p: p.seed == 7, lambda _b, _d: False),
+    "seed_base": (11, lambda p: p.seed == 11, lambda _b, _d: False),
+    "time_limit_s": (9, lambda p: p.time_limit_s == 9.0, lambda _b, _d: False),
+    "workloads": (["register,change-peers"], lambda p: p.workload == ("register", "change-peers"),
+                  lambda _b, _d: False),
+    "nemeses": (["kill"], lambda p: p.nemesis == ("kill",), lambda _b, _d: False),
+    "extra_args": (["--concurrency", "4"], lambda p: p.concurrency == 4, lambda _b, _d: False),
+    "explore_budget": ("3 runs", lambda p: True, lambda b, _d: b != "sim"),
+}  # fmt: skip
+# Keys the night itself honours, the same on every backend and db.
+NIGHT_LEVEL = {"backend", "db", "budget_s", "grace_s", "store", "junit", "command"}
+
+
+def test_every_matrix_key_has_a_case() -> None:
+    """The walk below covers every key a matrix may have."""
+    from harness.nightly import _KEYS
+
+    assert set(_KEYS) == set(KEYS) | NIGHT_LEVEL
+
+
+@pytest.mark.parametrize(
+    ("key", "backend", "db"), [(k, b, d) for k in sorted(KEYS) for b in BACKENDS
+                               for d in sorted(SYSTEMS)],
+)  # fmt: skip
+def test_a_matrix_key_is_honoured_or_refused(
+    tmp_path: Path, key: str, backend: str, db: str
+) -> None:
+    """Each cell's plan carries the key's value, or the matrix is refused in one line."""
+    value, honoured, refused_on = KEYS[key]
+    raw: dict[str, Any] = {"backend": backend, "db": db, key: value}
+    if backend == "ssh":
+        hosts = tmp_path / "hosts"
+        hosts.write_text("h1 root@10.0.0.1\nh2 root@10.0.0.2\nh3 root@10.0.0.3\n")
+        raw["extra_args"] = [*raw.get("extra_args", []), "--hosts", str(hosts)]
+    if key == "seed_base":
+        raw["seeds"] = 1
+    refused = refused_on(backend, db) or (backend == "sim" and not SYSTEMS[db].supports_sim)
+    if refused:
+        with pytest.raises(MatrixError) as caught:
+            cell_plans(_matrix(**raw))
+        assert "\n" not in str(caught.value)
+        return
+    plans = cell_plans(_matrix(**raw))
+    assert plans
+    assert all(honoured(p) and (p.backend, p.db) == (backend, db) for p in plans.values())
