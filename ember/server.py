@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import logging
 import os
+import random
 import signal
 import sys
 import tomllib
@@ -28,6 +29,7 @@ from typing import Any
 from aiohttp import web
 
 from ember.api import Api
+from ember.failpoints import FailpointError, Failpoints
 from ember.kv import DEFAULT_PARTITIONS, KvTable, make_machines
 from ember.metastore import META_GROUP, MetastoreMachine
 from ember.placement.plane import ControlPlane
@@ -156,6 +158,7 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
     tick_ms = float(s.get("tick_ms", 50.0))
     if not 1 <= tick_ms <= 10_000:
         raise ConfigError("--tick-ms must be in 1..10000")
+    failpoints = _failpoints(s.get("failpoints"))
     return NodeConfig(
         node_id=node_id,
         data_dir=Path(s["data_dir"]),
@@ -170,7 +173,24 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
         compact_every=max(0, s.get("compact_every", 10_000)),
         fsync=not s.get("unsafe_no_fsync", False),
         raft=_raft_config(s),
+        failpoints=failpoints,
     )
+
+
+def _failpoints(raw: Any) -> dict[str, dict[str, Any]]:
+    """The `failpoints` table (TOML only: name -> parameters table), checked as
+    POST /admin/failpoints would check it."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+        raise ConfigError("failpoints must be a table of failpoint name -> parameters table")
+    scratch = Failpoints(random.Random(0))
+    for name, params in raw.items():
+        try:
+            scratch.enable(str(name), dict(params))
+        except FailpointError as err:
+            raise ConfigError(f"failpoints.{name}: {err}") from None
+    return {str(k): dict(v) for k, v in raw.items()}
 
 
 async def serve(

@@ -203,6 +203,10 @@ class EmberDB(ProcessDB):
         names = [n.name for n in self.nodes]
         self._bootstrap = list(voters) if voters else names[: min(3, len(names))]
         self.binary = str(self.settings.get("ember_bin", "/opt/faultline/bin/ember-node"))
+        # node -> the failpoints the harness has on there, which a restart keeps
+        # (written into the node's config: `remember_failpoint`).
+        self.sticky: dict[str, dict[str, dict[str, Any]]] = {}
+        self._control: Control | None = None  # install's: configs are written through it
         self.spec = ProcessSpec(
             pidfile="/run/ember/ember.pid",
             start_command=f"{self.binary} --config {self.config_path}",
@@ -261,10 +265,42 @@ class EmberDB(ProcessDB):
         for key, value in self.settings.items():
             if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions"):
                 lines[key] = value
+        if self.sticky.get(node.name):
+            lines["failpoints"] = self.sticky[node.name]
         return "".join(f"{k} = {_toml(v)}\n" for k, v in lines.items())
+
+    def remember_failpoint(
+        self, name: str, failpoint: str, params: Mapping[str, Any] | None
+    ) -> None:
+        """Keep a failpoint the harness switched on at `name` for its restarts
+        (off: forgotten; a one-shot is not kept, it fired or will): the node's
+        config is written again with it, so however the node is started next
+        (a kill's heal, heal-all) it starts with it on."""
+        kept = self.sticky.setdefault(name, {})
+        before = dict(kept)
+        if params is None or params.get("one_shot"):
+            kept.pop(failpoint, None)
+        else:
+            kept[failpoint] = {k: v for k, v in params.items() if v is not None}
+        if kept != before:
+            self.keep_config(name, failpoint)
+
+    def keep_config(self, name: str, failpoint: str) -> None:
+        """Write `name`'s config again (its failpoints changed); DBError if it cannot be."""
+        control = self._control
+        if control is None:
+            return  # never installed: there is nothing to restart
+        node = next(n for n in self.nodes if n.name == name)
+        try:
+            control.run_many({name: f"printf %s {shlex.quote(self._config(node))} > "
+                                    f"{self.config_path}"}, timeout_s=30)  # fmt: skip
+        except ControlError as exc:
+            raise DBError(f"{name}: failpoint {failpoint} switched, but the config a restart "
+                          f"reads could not be written: {exc}") from None  # fmt: skip
 
     def install(self, control: Control) -> None:
         """Kill leftovers, wipe data, write each node's config."""
+        self._control = control
         scripts = {}
         for node in self.nodes:
             scripts[node.name] = "; ".join(
@@ -353,6 +389,7 @@ class EmberDB(ProcessDB):
             raise DBError(f"{name} refused failpoint {failpoint} ({url})")
         if params is None:
             journal.note_healed("failpoint", heal)
+        self.remember_failpoint(name, failpoint, params)
 
     def audit_path(self) -> str:
         """events.jsonl in the data dir."""
@@ -398,6 +435,8 @@ def not_healthy(
 
 
 def _toml(value: Any) -> str:
+    if isinstance(value, Mapping):  # an inline table; keys quoted (failpoint names have dots)
+        return "{" + ", ".join(f"{_toml(str(k))} = {_toml(v)}" for k, v in value.items()) + "}"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ember.raft import RaftConfig
 
@@ -52,6 +53,9 @@ class NodeConfig:
     compact_every: int = 10_000
     fsync: bool = True  # False only for benchmarks: acknowledged writes may be lost
     raft: RaftConfig = field(default_factory=RaftConfig)
+    # Failpoints switched on as the node starts, before it serves anything:
+    # how the harness keeps a failpoint it set on through a restart.
+    failpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def parse_port(text: str, what: str) -> int:

@@ -135,6 +135,8 @@ class NodeRuntime:
             )
         if self.store.has_pending:
             self.store.commit()  # bootstrap snapshots, durable before anything else
+        for name, params in cfg.failpoints.items():  # on before the node serves anything
+            self.failpoints.enable(name, dict(params))
         for observer in self.observers:
             for group_id, group in self.groups.items():
                 observer.on_start(self.id, group_id, group.storage.load())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +112,12 @@ class SimEmberDB(EmberDB):
         runtime = self.world.runtime(name)
         return runtime.status() if runtime is not None else None
 
+    def keep_config(self, name: str, failpoint: str) -> None:
+        """The node's next incarnation starts with its failpoints (the daemon's
+        config, as `EmberDB.keep_config` writes it on a host)."""
+        node = self.world.nodes[name]
+        node.config = replace(node.config, failpoints=dict(self.sticky.get(name, {})))
+
     def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
         """As POST / DELETE /admin/failpoints/<failpoint> would; DBError if refused."""
         from ember.failpoints import FailpointError
@@ -125,6 +132,7 @@ class SimEmberDB(EmberDB):
                 runtime.failpoints.enable(failpoint, dict(params))
         except FailpointError as err:
             raise DBError(f"{name} refused failpoint {failpoint}: {err}") from None
+        self.remember_failpoint(name, failpoint, params)
 
     def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
         raise DBError("the simulated db waits with wait_healthy_async (no blocking sleeps)")

@@ -29,3 +29,25 @@ def test_a_failpoint_flag_is_on_at_every_simulated_node(tmp_path: Path) -> None:
         events = [json.loads(line) for line in (run / "nodes" / node / "events.jsonl").open()]
         on = [e for e in events if e["kind"] == "failpoint" and e["enabled"]]
         assert [(e["name"], e["params"]["delay_ms"]) for e in on] == [("raft.append.delay", 5)]
+
+
+def test_a_restarted_node_has_its_failpoint_on_again(tmp_path: Path) -> None:
+    """Killed and restarted by the nemesis, a node logs the failpoint on in every
+    incarnation (before: only the first, so a restarted leader lost the defect)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--backend", "sim", "--seed", "1",
+         "--nodes", "3", "--workload", "register", "--nemesis", "kill", "--nemesis-mode",
+         "periodic", "--time-limit", "8", "--quiet-period", "1", "--failpoint",
+         'raft.append.delay={"delay_ms": 1}', "--store", str(tmp_path), "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=300,
+    )  # fmt: skip
+    assert out.returncode in (0, 1), out.stdout[-2000:] + out.stderr[-2000:]
+    run = Path(next(ln.split(" ", 1)[1] for ln in out.stdout.splitlines()
+                    if ln.startswith("store ")))  # fmt: skip
+    starts, enabled = {}, {}
+    for node in ("n1", "n2", "n3"):
+        events = [json.loads(line) for line in (run / "nodes" / node / "events.jsonl").open()]
+        starts[node] = sum(e["kind"] == "started" for e in events)
+        enabled[node] = sum(e["kind"] == "failpoint" and e["enabled"] for e in events)
+    assert max(starts.values()) > 1, f"seed 1 no longer restarts a node: {starts}"
+    assert enabled == starts
