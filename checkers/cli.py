@@ -59,6 +59,13 @@ def add_parser(subparsers: Any) -> None:
         dest="checkers",
         help="run only this checker (repeatable; default: all that apply)",
     )
+    p.add_argument(
+        "--revisions",
+        metavar="JSON",
+        help='where the history\'s ops carry revisions, e.g. \'{"ops": {"put": "value"}}\' '
+        "(checkers/revision_fields.py; default: the run's test.json, else none: "
+        "no revision checks)",
+    )
     p.add_argument("--no-write", action="store_true", help="do not write results.json")
     p.set_defaults(func=run)
 
@@ -71,6 +78,20 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return value
+
+
+def _declaration(text: str) -> dict[str, Any]:
+    """--revisions JSON, checked (ValueError, one line, on anything malformed)."""
+    import json
+
+    from checkers.revision_fields import parse
+
+    try:
+        doc = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--revisions is not JSON: {exc}") from None
+    parse(doc, source="--revisions")
+    return dict(doc)
 
 
 def summary(result: Result) -> list[str]:
@@ -128,6 +149,8 @@ def run(args: argparse.Namespace) -> int:
         options["lin_time_limit_s"] = args.time_limit
     if args.checkers:
         options["checkers"] = args.checkers
+    if args.revisions is not None:
+        options["revisions"] = _declaration(args.revisions)
     result = check(plan, history, options, audit=audit, sim=load_sim_report(run_dir))
     result.notes = notes
     result.history = file.name

@@ -152,3 +152,31 @@ def test_a_malformed_declaration_is_refused_in_one_line(doc: Any, message: str) 
     assert r.error is not None
     assert "\n" not in r.error
     assert "test.json" in r.error
+
+
+def test_a_foreign_history_can_declare_its_revisions_on_the_command_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--revisions JSON` declares where they are; then the rules apply to them."""
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in kv_history(VALUES["integer"])))
+    code = main(["check", str(path), "--checker", "revisions",
+                 "--revisions", '{"ops": {"put": "value"}}'])  # fmt: skip
+    assert code == EXIT_CODES[False]
+    assert "write-revision-not-increasing" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("{nope", "--revisions is not JSON"), ('{"ops": {"put": 3}}', "--revisions: revisions.ops")],
+)
+def test_a_malformed_command_line_declaration_is_one_line_exit_2(
+    tmp_path: Path, text: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Refused before checking, naming the flag."""
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in kv_history(VALUES["null"][:3])))
+    assert main(["check", str(path), "--revisions", text]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert message in err
