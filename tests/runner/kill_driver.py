@@ -3,9 +3,9 @@
 Theory of operation. `instants(seed, n)` draws n kill instants, spread round
 robin over the run's phases and placed at a seeded offset inside each:
 
-- `setup`: a seeded 0.5-6 s after the process started (image check,
-  containers starting, ember installing: no run dir yet, or one without a
-  history);
+- `setup`: a seeded 0-4 s after the run's Docker network appeared
+  (containers starting, sshd awaited, ember installed, started and awaited
+  healthy: no run dir yet, or one without a history);
 - `workload`: a seeded 0.5-8 s after history.jsonl appeared;
 - `phase-fault`: a seeded 0-300 ms after the history shows a nemesis op
   triggered by a change phase (mid-apply, or with the fault in place);
@@ -72,7 +72,7 @@ def instants(seed: int, n: int) -> list[Instant]:
     """n instants, phases round robin from a seeded start, offsets seeded."""
     rng = random.Random(seed)
     first = rng.randrange(len(PHASES))
-    spans = {"setup": (0.5, 6.0), "workload": (0.5, 8.0), "phase-fault": (0.0, 0.3),
+    spans = {"setup": (0.0, 4.0), "workload": (0.5, 8.0), "phase-fault": (0.0, 0.3),
              "heal": (0.0, 1.5), "check": (0.0, 0.3)}  # fmt: skip
     out = []
     for i in range(n):
@@ -127,13 +127,14 @@ def _lines(path: Path | None) -> list[str]:
     return path.read_text(errors="replace").splitlines()
 
 
-def _ready(instant: Instant, store: Path, started: float) -> float | None:
+def _ready(instant: Instant, store: Path, pid: int, client: Any) -> float | None:
     """When the instant's condition held (monotonic), or None while it does not."""
+    if instant.phase == "setup":
+        selector = {"label": [LABEL, f"{OWNER_PID}={pid}"]}
+        return time.monotonic() if client.networks.list(filters=selector) else None
     run = _run_dir(store)
     history = _lines(run / "history.jsonl" if run else None)
     records = journal.read(run / journal.FILE_NAME) if run else []
-    if instant.phase == "setup":
-        return started
     if instant.phase == "workload":
         return time.monotonic() if history else None
     if instant.phase == "phase-fault":
@@ -147,6 +148,7 @@ def _ready(instant: Instant, store: Path, started: float) -> float | None:
 def kill_once(instant: Instant, store: Path, extra: list[str], timeout_s: float = 240) -> Kill:
     """Start a run, signal it at `instant`, wait for it to end; what it left (`before`)."""
     kill = Kill(instant)
+    client = docker.from_env()
     args = [sys.executable, "-m", "harness.cli", "run", *RUN_FLAGS, "--store", str(store),
             "--seed", str(100 + instant.number), *extra]  # fmt: skip
     log = (store.parent / f"kill-{instant.number}.log").open("w")
@@ -156,7 +158,7 @@ def kill_once(instant: Instant, store: Path, extra: list[str], timeout_s: float 
     since: float | None = None
     try:
         while child.poll() is None and time.monotonic() - started < timeout_s:
-            since = since if since is not None else _ready(instant, store, started)
+            since = since if since is not None else _ready(instant, store, child.pid, client)
             if since is not None and time.monotonic() - since >= instant.offset_s:
                 kill.landed = _where(store)
                 child.send_signal(instant.signum)
