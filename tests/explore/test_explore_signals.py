@@ -44,7 +44,8 @@ def _wait(pred: object, timeout: float) -> bool:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
 def test_a_killed_explore_leaves_no_worker(tmp_path: Path, sig: signal.Signals) -> None:
     argv = [sys.executable, "-m", "harness.cli", "explore", "--budget", "50 runs",
-            "--workers", "2", "--time-limit", "30", "--store", str(tmp_path), "--no-progress"]  # fmt: skip
+            "--workers", "2", "--time-limit", "30", "--store", str(tmp_path),
+            "--no-progress"]  # fmt: skip
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)  # fmt: skip
     try:
