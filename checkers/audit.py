@@ -2,8 +2,19 @@
 
 Audit events stay plain dicts: their fields vary by kind and new kinds
 appear as ember grows, so checkers read the fields they need and ignore the
-rest. Each event gains no fields here; a node's list keeps file order, which
-is the order the node emitted them.
+rest. A node's list keeps file order, which is the order the node emitted
+them.
+
+One rewrite happens here, so that every reader (the checkers, the report,
+the lake) orders events of different nodes by when they happened, not by
+what a node's clock said: where the run's timeline.json says the nodes
+share the harness's monotonic clock (the simulator; Docker, one kernel),
+`place_events` sets each event's `wall` from that clock (the process's
+`mono_origin_ns` plus the event's `mono_ns`, against the history's zero)
+and keeps the node's own reading as `node_wall`. A clock fault moves a
+node's wall clock, never the monotonic one, so two nodes' events stay in
+real-time order under skew. Runs without the fields (older runs, SSH hosts
+with clocks of their own) keep the nodes' walls.
 """
 
 from __future__ import annotations
@@ -11,7 +22,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import msgspec
 
@@ -48,7 +59,8 @@ def read_events(path: str | os.PathLike[str], node: str | None = None) -> list[d
 
 
 def load_audit(run_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]] | None:
-    """Loads nodes/<node>/events.jsonl for every node; None if there are none."""
+    """Loads nodes/<node>/events.jsonl for every node, placed on the harness's
+    clock where the run allows it (`place_events`); None if there are none."""
     nodes = Path(run_dir) / "nodes"
     if not nodes.is_dir():
         return None
@@ -57,7 +69,46 @@ def load_audit(run_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]
         path = node_dir / "events.jsonl"
         if path.is_file():
             audit[node_dir.name] = read_events(path, node_dir.name)
+    if audit:
+        place_events(audit, _timeline_doc(run_dir))
     return audit or None
+
+
+def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any]) -> int:
+    """Sets `wall` from the shared monotonic clock (module doc); how many events moved.
+
+    A process's first event carries `mono_origin_ns`; the events after it,
+    up to the next process's first, are that process's. Events of a process
+    whose origin is unknown keep their wall.
+    """
+    zero_wall, zero_mono = timeline.get("history_zero_wall"), timeline.get("history_zero_mono_ns")
+    if not timeline.get("shared_monotonic") or not _number(zero_wall) or not _number(zero_mono):
+        return 0
+    placed = 0
+    for events in audit.values():
+        origin: int | float | None = None
+        for ev in events:
+            if "mono_origin_ns" in ev:
+                origin = ev["mono_origin_ns"] if _number(ev["mono_origin_ns"]) else None
+            mono = ev.get("mono_ns")
+            if origin is None or not _number(mono):
+                continue
+            ev["node_wall"] = ev.get("wall")
+            ev["wall"] = zero_wall + (origin + mono - zero_mono) / NS_PER_S
+            placed += 1
+    return placed
+
+
+def _number(value: Any) -> TypeGuard[int | float]:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _timeline_doc(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    try:
+        doc = msgspec.json.decode((Path(run_dir) / TIMELINE_FILE).read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
 
 
 def by_group(audit: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str, Any]]]:
@@ -74,11 +125,7 @@ def by_group(audit: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[str,
 def load_timeline(run_dir: str | os.PathLike[str]) -> float | None:
     """The Unix time of the history's zero from the run's timeline.json (the
     harness writes it as the workload starts); None without a readable one."""
-    try:
-        doc = msgspec.json.decode((Path(run_dir) / TIMELINE_FILE).read_bytes())
-    except (OSError, msgspec.DecodeError):
-        return None
-    zero = doc.get("history_zero_wall") if isinstance(doc, dict) else None
+    zero = _timeline_doc(run_dir).get("history_zero_wall")
     return float(zero) if isinstance(zero, int | float) and not isinstance(zero, bool) else None
 
 

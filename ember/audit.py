@@ -2,7 +2,10 @@
 
 The Raft core emits events without the envelope; `AuditLog.record` adds
 `node`, `mono_ns` (monotonic ns since this process started) and `wall`
-(Unix seconds), writes the line and flushes it, so readers (the
+(Unix seconds), and on the first event a process writes `mono_origin_ns`
+(the monotonic clock's reading at that start: a harness sharing the clock,
+on one kernel or in the simulator, places events by it even while a clock
+fault moves the node's wall clock), writes the line and flushes it, so readers (the
 phase-triggered nemesis, the checkers) see events as they happen. The
 runtime records a round's Raft events after that round's fsync, so a
 `kill -9` can lose the events of the round being written while its entries
@@ -51,6 +54,8 @@ class AuditLog:
             full["group"] = group
         full["mono_ns"] = time.monotonic_ns() - self._start_ns
         full["wall"] = time.time()
+        if self.count == 0:
+            full["mono_origin_ns"] = self._start_ns
         self._fh.write(_encoder.encode(full) + b"\n")
         self._fh.flush()
         self.count += 1

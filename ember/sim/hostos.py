@@ -11,8 +11,8 @@ the same lines.
 
 - **Clocks.** `time.monotonic` / `perf_counter` read the loop's virtual
   clock; `time.time` is a fixed epoch plus that clock plus the running
-  process's clock offset (`Proc.clock_offset_s`, zero unless a clock fault
-  set it). `time.sleep` inside a simulation is a bug (it would stop the
+  process's host clock offset (`Proc.clock`, a `HostClock`: zero unless a
+  clock fault moved it). `time.sleep` inside a simulation is a bug (it would stop the
   world): it raises.
 - **Durability.** The files are real files under the run's directory, so
   recovery code reads them as it always does; what the simulator adds is
@@ -147,7 +147,8 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
 
     def wall() -> float:
         proc = current_proc()
-        return EPOCH_S + loop.time() + (proc.clock_offset_s if proc is not None else 0.0)
+        now = loop.time()
+        return EPOCH_S + now + (proc.clock.offset_at(now) if proc is not None else 0.0)
 
     def sleep(_seconds: float) -> None:
         raise SleepInSimulation("time.sleep() inside the simulation would stop every node")

@@ -73,6 +73,37 @@ class SimulationTimeout(RuntimeError):  # noqa: N818 -- reads as what happened
 
 
 @dataclass(eq=False)
+class HostClock:
+    """A host's wall clock against the simulation's (true) time: a clock fault's state.
+
+    The wall clock reads true time plus `offset_at(t)`: a step `offset_s`
+    (a jump, forward or back), plus a drift (`rate` seconds of wall time per
+    true second since `since`), plus a strobe (`strobe_s` ahead then behind,
+    flipping every `period_s`). Exact and analytic, so no timer is needed and
+    a seed replays the same readings. The monotonic clock is not moved, as a
+    `date -s` or an NTP step leaves CLOCK_MONOTONIC alone. Kept per host, so
+    a restarted process reads the same skewed clock.
+    """
+
+    offset_s: float = 0.0
+    rate: float = 1.0
+    since: float = 0.0
+    strobe_s: float = 0.0
+    period_s: float = 0.0
+
+    def offset_at(self, t: float) -> float:
+        offset = self.offset_s + (self.rate - 1.0) * (t - self.since)
+        if self.strobe_s and self.period_s:
+            flips = int((t - self.since) / self.period_s)
+            offset += self.strobe_s if flips % 2 == 0 else -self.strobe_s
+        return offset
+
+    def reset(self) -> None:
+        """In step with true time again (a heal: the clock jumps back)."""
+        self.offset_s, self.rate, self.since, self.strobe_s, self.period_s = 0.0, 1.0, 0.0, 0.0, 0.0
+
+
+@dataclass(eq=False)
 class Proc:
     """A simulated process: whose code a handle is, and what state it is in."""
 
@@ -86,7 +117,7 @@ class Proc:
         default_factory=dict
     )
     fds: set[int] = field(default_factory=set)  # raw descriptors it opened (ember.sim.hostos)
-    clock_offset_s: float = 0.0  # what its wall clock reads ahead of the simulation's
+    clock: HostClock = field(default_factory=HostClock)  # its host's wall clock
 
     def __repr__(self) -> str:
         state = "dead" if not self.alive else "paused" if self.paused else "running"

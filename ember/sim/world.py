@@ -36,7 +36,7 @@ from ember.placement.plane import ControlPlane
 from ember.runtime import NodeConfig, NodeRuntime
 from ember.server import serve
 from ember.sim.hostos import Disk, ProcessExited, close_descriptors
-from ember.sim.loop import Proc, SimLoop, current_proc
+from ember.sim.loop import HostClock, Proc, SimLoop, current_proc
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +54,7 @@ class SimNode:
     plane: ControlPlane | None = None
     incarnations: int = 0
     task: asyncio.Task[Any] | None = None
+    clock: HostClock = field(default_factory=HostClock)  # the host's, across incarnations
 
     @property
     def running(self) -> bool:
@@ -87,7 +88,7 @@ class World:
         if node.running:
             return False
         node.incarnations += 1
-        proc = Proc(f"{name}#{node.incarnations}", node.host)
+        proc = Proc(f"{name}#{node.incarnations}", node.host, clock=node.clock)
         node.proc, node.runtime, node.plane = proc, None, None
 
         def started(runtime: NodeRuntime, plane: ControlPlane | None) -> None:

@@ -1,0 +1,72 @@
+"""Audit events are ordered by when they happened, not by what a node's clock
+said: `checkers.audit.place_events` sets `wall` from the monotonic clock the
+nodes share with the harness (docs/events.md)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from checkers.audit import load_audit, place_events
+
+S = 1_000_000_000
+ZERO_WALL, ZERO_MONO = 1_767_225_600.0, 50 * S
+
+
+def _ev(kind: str, mono_s: float, wall: float, origin_s: float | None = None) -> dict[str, Any]:
+    ev: dict[str, Any] = {"kind": kind, "mono_ns": int(mono_s * S), "wall": wall}
+    if origin_s is not None:
+        ev["mono_origin_ns"] = int(origin_s * S)
+    return ev
+
+
+def _timeline(shared: bool = True) -> dict[str, Any]:
+    return {"history_zero_wall": ZERO_WALL, "history_zero_mono_ns": ZERO_MONO,
+            "shared_monotonic": shared}  # fmt: skip
+
+
+def test_a_skewed_clock_does_not_reorder_events() -> None:
+    """n2's wall clock runs 10 s behind: by its walls its event came first; by the
+    shared monotonic clock (process started at mono 40 s) it came after n1's."""
+    audit = {
+        "n1": [_ev("started", 0.0, ZERO_WALL - 10, origin_s=40), _ev("a", 12.0, ZERO_WALL + 2)],
+        "n2": [_ev("started", 0.0, ZERO_WALL - 20, origin_s=40), _ev("b", 13.0, ZERO_WALL - 7)],
+    }
+    assert place_events(audit, _timeline()) == 4
+    a, b = audit["n1"][1], audit["n2"][1]
+    assert (a["wall"], b["wall"]) == (ZERO_WALL + 2, ZERO_WALL + 3)
+    assert b["node_wall"] == ZERO_WALL - 7  # the node's own reading is kept
+
+
+def test_each_process_has_its_own_origin() -> None:
+    """A restart starts mono_ns at zero again with a new origin; events of a
+    process whose origin is unknown keep their wall."""
+    audit = {"n1": [
+        _ev("x", 5.0, 111.0),  # no origin yet (an older run's prefix): kept
+        _ev("started", 0.0, 1.0, origin_s=50), _ev("y", 1.0, 2.0),
+        _ev("started", 0.0, 3.0, origin_s=70), _ev("z", 0.5, 4.0),
+    ]}  # fmt: skip
+    place_events(audit, _timeline())
+    assert [e["wall"] for e in audit["n1"]] == [111.0, ZERO_WALL, ZERO_WALL + 1,
+                                                ZERO_WALL + 20, ZERO_WALL + 20.5]  # fmt: skip
+
+
+def test_hosts_with_clocks_of_their_own_keep_their_walls() -> None:
+    """SSH hosts do not share the harness's monotonic clock; old runs lack the fields."""
+    audit = {"n1": [_ev("started", 0.0, 7.0, origin_s=40)]}
+    assert place_events(audit, _timeline(shared=False)) == 0
+    assert place_events(audit, {"history_zero_wall": ZERO_WALL}) == 0
+    assert audit["n1"][0]["wall"] == 7.0
+
+
+def test_load_audit_places_by_the_runs_timeline(tmp_path: Path) -> None:
+    (tmp_path / "nodes" / "n1").mkdir(parents=True)
+    lines = [_ev("started", 0.0, 1.0, origin_s=50), _ev("y", 2.0, 2.0)]
+    (tmp_path / "nodes" / "n1" / "events.jsonl").write_text(
+        "".join(json.dumps(e) + "\n" for e in lines)
+    )
+    (tmp_path / "timeline.json").write_text(json.dumps(_timeline()))
+    audit = load_audit(tmp_path)
+    assert audit is not None
+    assert audit["n1"][1]["wall"] == ZERO_WALL + 2
