@@ -34,6 +34,14 @@ starts after `end_s` (the main phase's end) and an active one is healed at
 once then, so every fault is healed before the runner's heal-all and quiet
 period, and convergence can be judged.
 
+`clock` moves one node's wall clock (the host's, so it survives a restart):
+a `bump` jumps it by `delta_s` (forward or back, 1-4 placement-driver
+lease lengths), a `strobe` flips it `delta_s` ahead and behind every
+`period_s`, a `drift` runs it at `rate` (0.5x to 2x); aimed at a role like
+a kill. It is not part of `mix` (whose draws, and so every seed's
+schedule, stay what they were): `--nemesis mix,clock` adds it to the draw.
+Only the simulator applies it for now (`harness.sim.nemesis`).
+
 Each fault op's value is abstract and fixed by the seed: `kind`, the
 partition `grouping` or process `target`, a `seed` for the worker's own
 random choices, its `duration_s`, and the `trigger` (group, stage,
@@ -65,8 +73,9 @@ from workloads.generator import (
 )
 
 PRIMITIVES = ("partition", "kill", "pause", "slow")
+EXTRA_KINDS = ("clock",)  # drawn only when named, `mix` or not
 MIX = "mix"
-FAULT_KINDS = (*PRIMITIVES, MIX)  # what --nemesis accepts
+FAULT_KINDS = (*PRIMITIVES, *EXTRA_KINDS, MIX)  # what --nemesis accepts
 GROUPINGS = ("halves", "isolate-leader", "isolate-joining", "ring", "bridge", "one-way")
 TARGETS = ("leader", "random", "joining")
 MIX_GROUPINGS = (*GROUPINGS, "isolate")  # `isolate`: the fault's drawn role target alone
@@ -74,7 +83,10 @@ MIX_TARGETS = (*ROLE_TARGETS, "random", "joining")
 PHASES = ("catching-up", "joint", "stable", "done", "pending", "pending-open")
 # Plans that name no phases wait for the change-peers stages; `mix` for all.
 DEFAULT_PHASES = ("catching-up", "joint", "stable")
-HEAL_OF = {"partition": "heal-partition", "kill": "start", "pause": "resume", "slow": "heal-slow"}
+HEAL_OF = {"partition": "heal-partition", "kill": "start", "pause": "resume", "slow": "heal-slow",
+           "clock": "heal-clock"}  # fmt: skip
+CLOCK_MODES = ("bump", "strobe", "drift")
+LEASE_S = 3.0  # the placement driver's lease (ember.placement.driver): what a bump is measured in
 MODES = ("periodic", "phase", "both")
 STALE_NS = NS_PER_S // 2
 MIX_DURATION_S = (1.0, 4.0)
@@ -143,12 +155,14 @@ class NemesisSchedule(Generator):
         self.timing = random.Random(rng.getrandbits(64))
         self.phase_rng = random.Random(rng.getrandbits(64))
         mix = MIX in kinds
-        self.kinds = list(PRIMITIVES) if mix else list(kinds)
+        extra = [k for k in EXTRA_KINDS if k in kinds]
+        self.kinds = [*PRIMITIVES, *extra] if mix else [k for k in kinds if k != MIX]
         if only is not None:  # swarm testing: this run's subset of the kinds
-            bad = sorted(set(only) - set(PRIMITIVES))
+            drawable = (*PRIMITIVES, *EXTRA_KINDS)
+            bad = sorted(set(only) - set(drawable))
             if bad or not only:
                 what = repr(bad[0]) if bad else "(none given)"
-                raise ValueError(f"unknown fault kind {what}; known: {', '.join(PRIMITIVES)}")
+                raise ValueError(f"unknown fault kind {what}; known: {', '.join(drawable)}")
             self.kinds = [k for k in self.kinds if k in only]
         # Shrinking: the numbers (1, 2, ...) of the faults to apply; the others
         # are drawn all the same and skipped, so each kept fault is the one
@@ -253,6 +267,8 @@ class NemesisSchedule(Generator):
             value["target"] = "joining"
         else:
             value["target"] = self.rng.choice(self.targets)
+        if kind == "clock":
+            value.update(self._clock())
         low, high = self.duration_s
         value["duration_s"] = round(low + self.rng.random() * (high - low), 3)
         if trigger is not None:
@@ -261,6 +277,17 @@ class NemesisSchedule(Generator):
                                  "seen_wall")}  # fmt: skip
             value["group"] = trigger.get("group")
         return Op(f=kind, value=value)
+
+    def _clock(self) -> dict[str, Any]:
+        mode = self.rng.choice(CLOCK_MODES)
+        sign = self.rng.choice((-1, 1))
+        if mode == "drift":
+            return {"mode": mode, "rate": round(2.0 ** (sign * (0.3 + 0.7 * self.rng.random())), 3)}
+        delta = round(sign * LEASE_S * (1 + 3 * self.rng.random()), 3)
+        if mode == "strobe":
+            period = round(0.05 + 0.45 * self.rng.random(), 3)
+            return {"mode": mode, "delta_s": abs(delta), "period_s": period}
+        return {"mode": mode, "delta_s": delta}
 
     @staticmethod
     def _heal(fault: Op) -> Op:

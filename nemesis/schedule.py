@@ -111,7 +111,7 @@ class NemesisWorker:
         v = dict(op.value or {})
         if op.f == "heal-all":
             return self.heal_everything()
-        if op.f in ("heal-partition", "start", "resume", "heal-slow"):
+        if op.f in ("heal-partition", "start", "resume", "heal-slow", "heal-clock"):
             return self._heal(str(v.get("kind")), v)
         rng = random.Random(v.get("seed", 0))
         started = time.time()
@@ -167,6 +167,8 @@ class NemesisWorker:
             return fault, extra
         if kind == "slow":
             return self._slow(node, extra)
+        if kind == "clock":  # refused before a run starts (harness.runner.nemesis_fit)
+            raise ValueError("clock faults are applied only in the simulator")
         raise ValueError(f"unknown fault kind {kind!r}")
 
     def _process_fault(self, kind: str, node: str) -> Fault:

@@ -119,6 +119,29 @@ class SimNemesis(NemesisWorker):
     def _process_fault(self, kind: str, node: str) -> Fault:
         return (self.sim_db.kill if kind == "kill" else self.sim_db.pause)(None, [node])
 
+    def _apply(
+        self, kind: str, v: dict[str, Any], rng: random.Random
+    ) -> tuple[Fault, dict[str, Any]]:
+        if kind != "clock":
+            return super()._apply(kind, v, rng)
+        node, extra = self._target(v, rng)
+        clock = self.world.nodes[node].clock
+        clock.reset()
+        clock.since = self.world.loop.time()
+        mode = v.get("mode")
+        if mode == "bump":
+            clock.offset_s = float(v["delta_s"])
+            what = f"wall clock {clock.offset_s:+g} s"
+        elif mode == "strobe":
+            clock.strobe_s, clock.period_s = float(v["delta_s"]), float(v["period_s"])
+            what = f"wall clock +-{clock.strobe_s:g} s, flipping every {clock.period_s:g} s"
+        elif mode == "drift":
+            clock.rate = float(v["rate"])
+            what = f"wall clock at {clock.rate:g}x"
+        else:
+            raise ValueError(f"unknown clock fault mode {mode!r}")
+        return Fault(kind="clock", detail={"node": node}, commands={node: [f"sim: {what}"]}), extra
+
     def _apply_grudge(self, grudge: part.Grudge) -> Fault:
         wire = self.world.loop.wire
         wire.heal_cuts()  # a new partition replaces the one in place, as the chain flush does
@@ -161,6 +184,10 @@ class SimNemesis(NemesisWorker):
             commands = self.sim_db.start(None, list(fault.detail.get("pids", {}))).commands
         elif kind == "pause":
             commands = self.sim_db.resume(None, list(fault.detail.get("pids", {}))).commands
+        elif kind == "clock":
+            node = str(fault.detail["node"])
+            self.world.nodes[node].clock.reset()
+            commands = {node: ["sim: wall clock in step again"]}
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         healed = Fault(kind=f"heal-{kind}", detail=dict(fault.detail), commands=commands)
@@ -171,6 +198,7 @@ class SimNemesis(NemesisWorker):
         healed = [self._heal(kind, {"kind": kind}).get("kind") for kind in list(self.active)]
         self.world.loop.wire.heal()
         for name in self.names:
+            self.world.nodes[name].clock.reset()
             self.world.resume(name)
         self.sim_db.start(None, self.names)
         return {
