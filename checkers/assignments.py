@@ -47,6 +47,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from checkers.api import Anomaly
+from checkers.authority import check_authority
 from checkers.membership import check_containment, check_stable_order
 
 Audit = dict[str, list[dict[str, Any]]]
@@ -137,6 +138,7 @@ def check_assignments(audit: Audit) -> tuple[list[Anomaly], dict[str, Any]]:
         "requests": requests,
         "stable-switches-placed": check_stable_order(audit, out),
         "containment-checks": check_containment(audit, out),
+        "driver-actions": check_authority(audit, out),
     }
     return out, figures
 

@@ -54,6 +54,8 @@ KNOWN: dict[str, str] = {
     "raft.skip-check-quorum": "planted: a leader that lost its quorum never steps down",
     "raft.step-down-on-joint": "planted: a leader outside the new peers steps down when the "
     "joint entry commits instead of the stable one",
+    "placement.trust-own-clock": "planted: an active placement driver neither reads nor "
+    "renews its lease while its own wall clock says the lease is still valid",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

@@ -84,6 +84,7 @@ class PlacementDriver:
         self.active = False
         self.revision = 0  # the highest metastore revision seen
         self._lease_mod = 0
+        self._lease_expires = 0.0  # by this node's wall clock, as written in the key
         self._applied: dict[int, int] = {}  # partition -> trigger revision applied
         self._sent: dict[int, tuple[Any, float]] = {}  # partition -> (request, when)
         self._changed_at: dict[str, float] = {}
@@ -118,19 +119,29 @@ class PlacementDriver:
 
     def _audit(self, event: dict[str, Any], partition: int | None = None) -> None:
         group = f"part-{partition}" if partition is not None else None
-        self.runtime.audit.record(event, group)
+        # The driver lease (its key's mod revision) this driver holds: M9's evidence.
+        self.runtime.audit.record({**event, "driver_lease": self._lease_mod}, group)
+
+    def _acting(self, act: str, partition: int | None = None) -> None:
+        """Audit, before it happens, an action taken under the driver lease (M9,
+        checkers/authority.py): a write to the assignments or the leases, a
+        grant or revoke, a request to a primary."""
+        self._audit({"kind": "driver-acting", "act": act}, partition)
 
     def _seen(self, revision: int) -> int:
         self.revision = max(self.revision, revision)
         return self.revision
 
     async def _hold_lease(self, now: float) -> bool:
+        if self.active and now < self._lease_expires and self._trusts_own_clock():
+            return True  # planted: no read, no renewal while the own clock says valid
         rec = await self.meta.get(DRIVER_KEY)
         self._seen(rec["revision"])
         value = rec["value"] if isinstance(rec["value"], dict) else None
         mine = value is not None and value.get("holder") == self.runtime.id
         if mine and rec["mod_revision"] == self._lease_mod:
             if value is not None and value["expires"] - now > self.lease_s / 2:
+                self._lease_expires = value["expires"]
                 return True
         elif value is not None and not mine and value.get("expires", 0) > now:
             return False
@@ -142,7 +153,12 @@ class PlacementDriver:
         out = await self.meta.invoke(spec)
         if out["succeeded"]:
             self._lease_mod = self._seen(out["revision"])
+            self._lease_expires = now + self.lease_s
         return bool(out["succeeded"])
+
+    def _trusts_own_clock(self) -> bool:
+        fp = self.runtime.failpoints
+        return fp.any_enabled and fp.hit("placement.trust-own-clock") is not None
 
     async def tick(self) -> None:
         """One round of the driver (see the module doc)."""
@@ -209,6 +225,7 @@ class PlacementDriver:
             mod = rec["mod_revision"] if rec else 0
             spec = {"if": [{"key": data_nodes_key(ZONE), "target": "mod_revision", "value": mod}],
                     "then": [{"op": "put", "key": data_nodes_key(ZONE), "value": new}]}  # fmt: skip
+            self._acting("write-data-nodes")
             out = await self.meta.invoke(spec)
             self._seen(out["revision"])
             return True
@@ -225,8 +242,10 @@ class PlacementDriver:
             if key(ZONE, p, "stable") not in kv:
                 # A partition added by a partition-count change: its group as it is.
                 peers = await current_peers(self.runtime, self.peers, p)
+                self._acting("write-stable", p)
                 await self.meta.put(key(ZONE, p, "stable"), peers)
             new = assign(zone.id, p, nodes_rec["value"], zone.replicas)
+            self._acting("trigger", p)
             out = await self.meta.invoke(trigger_invoke(ZONE, p, new, ts))
             self._seen(out["revision"])
             self._applied[p] = ts
@@ -251,11 +270,13 @@ class PlacementDriver:
             new_holder = leader if leader is not None and leader in candidates else candidates[0]
             if holder is not None and holder in self._alive:
                 # Graceful handover: the old primary stops before the new one starts.
+                self._acting("revoke", p)
                 await self.peers.call(holder, "POST", "/internal/primary/revoke",
                                       {"zone": ZONE, "partition": p})  # fmt: skip
         lease = {"holder": new_holder, "expires": now + 3 * self.lease_s}
         guard = {"key": lease_key(ZONE, p), "target": "mod_revision", "value": rec["mod_revision"]}
         spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(ZONE, p), "value": lease}]}
+        self._acting("write-lease", p)
         out = await self.meta.invoke(spec)
         rev = self._seen(out["revision"])
         if not out["succeeded"]:
@@ -267,6 +288,7 @@ class PlacementDriver:
                 "lease_revision": rev,
                 "last_seen_revision": rev - 1,
             }
+            self._acting("grant", p)
             code, answer = await self.peers.call(
                 new_holder, "POST", "/internal/primary/grant", grant
             )
@@ -308,6 +330,7 @@ class PlacementDriver:
         if last is not None and last[0] == ident and now - last[1] < wait:
             return
         body = {**request, "zone": ZONE, "partition": p, "revision": self.revision}
+        self._acting(f"request-{kind}", p)
         code, answer = await self.peers.call(holder, "POST", f"/internal/{kind}", body)
         event = "rebalance-request" if kind == "rebalance" else "cancel-request"
         self._audit({"kind": event, "direction": "sent", "partition": p, "zone": ZONE,
@@ -329,6 +352,7 @@ class PlacementDriver:
         nothing; the cancel key, if still there, brings the next tick back here."""
         snap = {k: v for k, v in kv.items() if k.startswith(assignments_prefix(ZONE, p))}
         spec = done_invoke(snap, ZONE, p, request["new"], request["pending_revision"])
+        self._acting("done", p)
         out = await self.meta.invoke(spec)
         self._seen(out["revision"])
         done = "written" if out["succeeded"] else "already done"

@@ -220,6 +220,21 @@ def m7() -> Case:
                    "old_peers": NEW})  # fmt: skip
 
 
+def _act(lease: int, wall: float, act: str = "request-rebalance") -> dict[str, Any]:
+    return {"kind": "driver-acting", "act": act, "driver_lease": lease, "wall": wall}
+
+
+def m9(planted: bool = True) -> Case:
+    # n1 drives under lease 5; n2 takes over (lease 9) at 10.0 and acts; n1,
+    # trusting its own clock, acts once more at 10.4 (planted) or stops (clean).
+    n1 = [_act(5, 8.0, "write-lease"), _act(5, 9.0)]
+    n2 = [{"kind": "placement-driver", "active": True, "driver_lease": 9, "wall": 10.0},
+          _act(9, 10.1, "trigger"), _act(12, 11.0)]  # fmt: skip
+    if planted:
+        n1.append(_act(5, 10.4))
+    return Case({"n1": n1, "n2": n2}, checkers=("revisions",))
+
+
 # --- Reads, convergence, stability, availability ----------------------------------
 
 
@@ -273,7 +288,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "R8": lambda: _change("joint-before-catchup"),
     "R9": r9, "R10": r10, "R11": r11, "R12": r12,
     "M1": m1, "M2": m2, "M3": m3, "M4": m4, "M5": m5, "M6": m6, "M7": m7, "M8": m8,
-    "L1": l1, "L2": l2, "L3": l3,
+    "M9": m9, "L1": l1, "L2": l2, "L3": l3,
 }  # fmt: skip
 
 # The same inputs with the rule kept: they must judge valid.
@@ -283,5 +298,6 @@ CLEAN: dict[str, Callable[[], Case]] = {
     "R11": lambda: r11(step_down_s=1.9),
     "R12": lambda: r12(planted=False),
     "M-rules": lambda: _moved(),
+    "M9": lambda: m9(planted=False),
     "L-rules": _quiet,
 }
