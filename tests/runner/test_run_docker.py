@@ -24,6 +24,7 @@ from harness.backends.docker import LABEL, cleanup
 from harness.plan import Plan
 from harness.runner import RunOutcome, run
 from harness.store import RunDir
+from nemesis import journal
 from nemesis.generator import HEAL_OF
 from tests.harness.cluster_fixtures import require_docker
 from workloads.register import DEFAULT_KEYS
@@ -106,6 +107,12 @@ def test_a_full_run_is_judged_and_torn_down(full_run: RunOutcome) -> None:
     assert full_run.exit_code in (0, 2)
     assert "stats" in result.checkers
     assert not _containers(f"run{5150 % 100_000}-{os.getpid()}")
+    # The fault journal: every partition written down, healed, and the run ended.
+    records = journal.read(full_run.run.path / journal.FILE_NAME)
+    assert records[0]["type"] == "start"
+    assert any(r["type"] == "fault" and r["kind"] == "partition" for r in records)
+    assert journal.unhealed(records) == []
+    assert journal.has_ended(records)
 
 
 def _client_ops(rd: RunDir) -> list[tuple[Any, ...]]:
