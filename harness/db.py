@@ -378,7 +378,7 @@ class EmberDB(ProcessDB):
     def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
         """POST or DELETE /admin/failpoints/<failpoint>; DBError if refused."""
         url = f"{self.urls()[name]}/admin/failpoints/{failpoint}"
-        heal = {name: [failpoint_off_command(failpoint)]}
+        heal = {name: [failpoint_off_command(failpoint, self.config_path)]}
         if params is None:
             got = http_json(url, "DELETE")
         else:
@@ -402,16 +402,20 @@ class EmberDB(ProcessDB):
         )
 
 
-def failpoint_off_command(failpoint: str) -> str:
+def failpoint_off_command(failpoint: str, config_path: str) -> str:
     """A shell command, run on a node, that switches ember's `failpoint` off
-    there (nothing to do, and exit 0, when ember is not running)."""
+    there: out of the config a restart reads (`remember_failpoint` keeps the
+    harness's failpoints there; healing is the end of them all), then in the
+    running process (nothing to do, and exit 0, when ember is not running)."""
     url = f"http://127.0.0.1:{HTTP_PORT}/admin/failpoints/{failpoint}"
     program = (
         "import urllib.request as u\n"
         f"try: u.urlopen(u.Request({url!r}, method='DELETE'), timeout=5)\n"
         "except OSError: pass"
     )
-    return f"python3 -c {shlex.quote(program)} || true"
+    config = shlex.quote(config_path)
+    return (f"sed -i '/^failpoints = /d' {config} 2>/dev/null;"
+            f" python3 -c {shlex.quote(program)} || true")  # fmt: skip
 
 
 def in_flight(assignments: Mapping[str, Any]) -> set[str]:

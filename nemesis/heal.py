@@ -48,7 +48,10 @@ def heal_journaled(control: Control, journal_path: Path) -> list[str]:
     A fault on a node the control does not know is reported, not skipped."""
     failures = []
     records = journal.read(journal_path)
-    todo = list(reversed(journal.unhealed(records)))
+    # Newest first, except failpoints, which go first: their heal takes them
+    # out of the config too, so a node a kill's heal restarts comes up without.
+    newest_first = journal.unhealed(records)[::-1]
+    todo = sorted(newest_first, key=lambda f: f.get("kind") != "failpoint")  # stable
     if not todo:
         return []
     writer = journal.Journal(journal_path)

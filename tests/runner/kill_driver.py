@@ -51,6 +51,8 @@ RUN_FLAGS = [
 NODE_PROBE = (
     "echo rules $(iptables -w -S FAULTLINE 2>/dev/null | grep -c '^-A' || true);"
     " echo stopped $(ps -eo stat= | grep -c '^T' || true);"
+    # A failpoint kept in the config comes back at ember's next start: also left.
+    " echo failpoints $(grep -c '^failpoints = ' /etc/ember/node.toml 2>/dev/null || true);"
     ' python3 -c "import json, urllib.request as u\n'
     "try: d = json.load(u.urlopen('http://127.0.0.1:8000/admin/failpoints', timeout=3))\n"
     "except Exception: d = {}\n"
