@@ -110,3 +110,42 @@ def test_a_killed_pytest_session_does_not_leak_its_cluster(tmp_path: Path, signu
             inner.wait()
         if ready.exists():
             cleanup(ready.read_text())
+
+
+def test_clean_all_dead_removes_dead_clusters_and_closes_their_journals(tmp_path: Path) -> None:
+    """`faultline clean --all-dead`: a dead owner's cluster goes, the run dir its
+    journal names gets `end`, and a second pass finds neither again."""
+    from harness.backends.base import NodeHandle, SshTarget
+    from nemesis import journal
+
+    require_docker()
+    client = docker.from_env()
+    me, dead = owner(), _dead_pid()
+    name = f"pytest-alldead-{os.getpid()}"
+    run = tmp_path / "store" / "t" / "20260101T000000-1"
+    run.mkdir(parents=True)
+    j = journal.Journal(run / journal.FILE_NAME, running_dir=tmp_path / "store" / ".running")
+    node = NodeHandle(name="n1", ip="10.0.0.1", ssh=SshTarget(host="127.0.0.1", port=1))
+    j.start("docker", name, [node])
+    j.fault("partition", {"n1": ["iptables -F FAULTLINE"]})
+    j.close(ended=False)
+    text = (run / journal.FILE_NAME).read_text()
+    (run / journal.FILE_NAME).write_text(text.replace(f'"pid":{me["pid"]}', f'"pid":{dead}', 1))
+    client.networks.create(f"faultline-{name}", labels={LABEL: name, OWNER_HOST: me["host"],
+                                                        OWNER_PID: str(dead)})  # fmt: skip
+    try:
+        args = [sys.executable, "-m", "harness.cli", "clean", "--all-dead",
+                "--store", str(tmp_path / "store")]  # fmt: skip
+        first = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert first.returncode == 0, first.stderr
+        assert f"cluster {name} (owner pid {dead} on {me['host']}, gone)" in first.stdout
+        assert f"{run}: owner pid {dead}" in first.stdout
+        assert name not in clusters()
+        assert journal.has_ended(journal.read(run / journal.FILE_NAME))
+        assert list((tmp_path / "store" / ".running").iterdir()) == []
+        second = subprocess.run(args, cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert second.returncode == 0, second.stderr
+        assert name not in second.stdout
+        assert str(run) not in second.stdout
+    finally:
+        cleanup(name)
