@@ -116,7 +116,11 @@ class Journal:
         if running_dir is not None:
             running_dir.mkdir(parents=True, exist_ok=True)
             me = owner()
-            self._marker = running_dir / f"{me['host']}-{me['pid']}.json"
+            # One per run, not per process: a run of `--test-count N` that could not
+            # heal keeps its marker while the next run of the same process writes its own.
+            run = path.parent
+            name = f"{me['host']}-{me['pid']}-{run.parent.name}-{run.name}.json"
+            self._marker = running_dir / name
             self._marker.write_bytes(msgspec.json.encode({"run": str(path.parent.resolve())}))
 
     def write(self, record: Mapping[str, Any]) -> None:
