@@ -85,7 +85,11 @@ def test_a_killed_pytest_session_does_not_leak_its_cluster(tmp_path: Path, signu
     (tmp_path / "test_inner.py").write_text(INNER)
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     ready = tmp_path / "ready"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULTLINE_READY_FILE": str(ready)}
+    # Its temp dirs (the source snapshot, the key pair) in ours: a SIGKILLed
+    # session cannot remove them, and this test must not leave them in /tmp.
+    (tmp_path / "tmp").mkdir()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "FAULTLINE_READY_FILE": str(ready),
+           "TMPDIR": str(tmp_path / "tmp")}  # fmt: skip
     inner = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-c",
          str(tmp_path / "pytest.ini"), str(tmp_path / "test_inner.py")],
