@@ -153,3 +153,24 @@ def test_clean_all_dead_removes_dead_clusters_and_closes_their_journals(tmp_path
         assert str(run) not in second.stdout
     finally:
         cleanup(name)
+
+
+def test_a_docker_run_starts_by_removing_dead_owners_clusters(tmp_path: Path) -> None:
+    """What `faultline run` calls first: a dead owner's cluster is removed and said so."""
+    from harness.clean import leftovers
+
+    require_docker()
+    me, dead = owner(), _dead_pid()
+    name = f"pytest-leftover-{os.getpid()}"
+    docker.from_env().networks.create(
+        f"faultline-{name}", labels={LABEL: name, OWNER_HOST: me["host"], OWNER_PID: str(dead)}
+    )
+    try:
+        said: list[str] = []
+        leftovers(tmp_path / "store", "docker", said.append)
+        owned = f"owner pid {dead} on {me['host']}, gone"
+        expected = f"leftover of a killed run: cluster {name} ({owned}): removed 1 containers"
+        assert any(line.startswith(expected) for line in said), said
+        assert name not in clusters()
+    finally:
+        cleanup(name)
