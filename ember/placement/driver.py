@@ -3,9 +3,15 @@
 Theory of operation
 -------------------
 Every node runs a `PlacementDriver` loop; the one holding the metastore key
-`placement.driver` ({holder, expires}) acts, the others only try to take an
-expired lease (an invoke guarded on the key's mod revision, so two cannot
-both win).
+`placement.driver` ({holder, expires}) acts, the others only try to take a
+lease nobody renewed (an invoke guarded on the key's mod revision, so two
+cannot both win). Both sides judge time on their monotonic clocks, never by
+`expires` (a wall time, for people): the holder acts only until a lease
+minus a margin after it sent the write that took or renewed the lease, and
+checks so before every action; another node takes over only after the same
+record stayed unchanged for a lease plus the margin by its own clock. A
+clock fault (a wall clock jumped or strobed) then cannot make two drivers
+act at once (INVARIANTS M9, checkers/authority.py).
 
 The active driver watches the `zone.` prefix (a metastore watch from the
 revision of its first read after becoming active; after a disconnect it
@@ -68,6 +74,14 @@ DRIVER_KEY = "placement.driver"
 RESEND_S = 2.0
 CANCEL_ASK_S = 0.5
 TICK_LIMIT_S = 20.0
+# Of a lease: how much sooner the holder stops than another may take over. It
+# covers clock-rate differences between nodes and the holder's own delay
+# between checking its lease and acting.
+LEASE_MARGIN = 0.25
+
+
+class LeaseLostError(Exception):
+    """The driver lease ran out in the middle of a tick: stop acting."""
 
 
 class PlacementDriver:
@@ -85,6 +99,8 @@ class PlacementDriver:
         self.revision = 0  # the highest metastore revision seen
         self._lease_mod = 0
         self._lease_expires = 0.0  # by this node's wall clock, as written in the key
+        self._valid_until = 0.0  # by the monotonic clock: act only before this
+        self._watched: tuple[int, float] | None = None  # another's lease record, first seen at
         self._applied: dict[int, int] = {}  # partition -> trigger revision applied
         self._sent: dict[int, tuple[Any, float]] = {}  # partition -> (request, when)
         self._changed_at: dict[str, float] = {}
@@ -108,6 +124,8 @@ class PlacementDriver:
                                 self.step)  # fmt: skip
                 except (MetaUnavailable, MetaRefused) as err:
                     log.info("placement driver: metastore: %s", err)
+                except LeaseLostError as err:
+                    log.info("placement driver: %s", err)
                 except Exception:
                     log.exception("placement driver tick failed")
                 with contextlib.suppress(TimeoutError):
@@ -125,7 +143,10 @@ class PlacementDriver:
     def _acting(self, act: str, partition: int | None = None) -> None:
         """Audit, before it happens, an action taken under the driver lease (M9,
         checkers/authority.py): a write to the assignments or the leases, a
-        grant or revoke, a request to a primary."""
+        grant or revoke, a request to a primary. Raises LeaseLostError instead when
+        the lease ran out during the tick (by the monotonic clock)."""
+        if time.monotonic() >= self._valid_until and not self._trusts_own_clock():
+            raise LeaseLostError(f"driver lease {self._lease_mod} ran out before {act}")
         self._audit({"kind": "driver-acting", "act": act}, partition)
 
     def _seen(self, revision: int) -> int:
@@ -133,27 +154,44 @@ class PlacementDriver:
         return self.revision
 
     async def _hold_lease(self, now: float) -> bool:
+        """Whether this node holds the driver lease for this tick (taking or renewing it).
+
+        Judged on the monotonic clock, never on the key's wall-clock `expires`
+        (kept for people reading the key): a clock fault moves wall clocks, and a
+        taker whose clock ran ahead would take a lease its holder still acts under
+        (M9; what `--nemesis clock` found). The holder counts its lease from
+        before the write that took or renewed it; another node takes it only
+        after seeing the same record, unchanged, for a lease and a margin.
+        """
         if self.active and now < self._lease_expires and self._trusts_own_clock():
             return True  # planted: no read, no renewal while the own clock says valid
         rec = await self.meta.get(DRIVER_KEY)
         self._seen(rec["revision"])
         value = rec["value"] if isinstance(rec["value"], dict) else None
         mine = value is not None and value.get("holder") == self.runtime.id
+        mono = time.monotonic()
         if mine and rec["mod_revision"] == self._lease_mod:
-            if value is not None and value["expires"] - now > self.lease_s / 2:
-                self._lease_expires = value["expires"]
+            if self._valid_until - mono > self.lease_s / 2:
                 return True
-        elif value is not None and not mine and value.get("expires", 0) > now:
-            return False
+        elif value is not None and not mine:
+            seen = self._watched
+            if seen is None or seen[0] != rec["mod_revision"]:
+                self._watched = (rec["mod_revision"], mono)  # a new record: wait a lease from now
+                return False
+            if mono - seen[1] < self.lease_s * (1 + LEASE_MARGIN):
+                return False
         spec = {
             "if": [{"key": DRIVER_KEY, "target": "mod_revision", "value": rec["mod_revision"]}],
             "then": [{"op": "put", "key": DRIVER_KEY,
                       "value": {"holder": self.runtime.id, "expires": now + self.lease_s}}],
         }  # fmt: skip
+        sent = time.monotonic()
         out = await self.meta.invoke(spec)
         if out["succeeded"]:
             self._lease_mod = self._seen(out["revision"])
             self._lease_expires = now + self.lease_s
+            self._valid_until = sent + self.lease_s * (1 - LEASE_MARGIN)
+            self._watched = None
         return bool(out["succeeded"])
 
     def _trusts_own_clock(self) -> bool:

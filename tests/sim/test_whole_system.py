@@ -41,10 +41,11 @@ def _digest(run_dir: Path) -> str:
 
 
 def test_the_default_plan_runs_every_workload_and_fault_kind(tmp_path: Path) -> None:
-    # Which faults a 20 s run applies is the seed's draw: seed 9 applies all four
-    # kinds and completes a cancel (seed 3 did until the determinism fixes of
-    # session 4 changed its course; checked again whenever the loop changes).
-    run_dir = _sim(tmp_path, seed=9, time_limit=20.0)
+    # Which faults a 20 s run applies is the seed's draw: seed 2 applies all four
+    # kinds and completes a cancel (seed 9 did until the placement driver judged
+    # its lease by the monotonic clock, seed 3 until session 4's determinism
+    # fixes; seeds 12 and 13 do too; checked again whenever timing changes).
+    run_dir = _sim(tmp_path, seed=2, time_limit=20.0)
     history = _history(run_dir)
     fs = {str(e["f"]) for e in history if e["type"] == "ok"}
     # register, change-peers, rebalance (alter-zone), cancel-race, metastore traffic
@@ -148,8 +149,7 @@ def test_what_the_simulator_cannot_play_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_setting_the_simulator_cannot_honour_is_refused(tmp_path: Path) -> None:
+    # Refused when the plan is validated (harness.honoured), before any run starts.
     plan = plans.Plan(seed=1, backend="sim", db_settings={"unsafe_no_fsync": True})
-    outcome = run(plan, tmp_path, status=RunStatus())
-    assert outcome.exit_code == 2
-    assert outcome.error is not None
-    assert "cannot honour the unsafe_no_fsync setting" in outcome.error
+    with pytest.raises(plans.PlanError, match="cannot honour the unsafe_no_fsync setting"):
+        run(plan, tmp_path, status=RunStatus())
