@@ -27,6 +27,7 @@ from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.store import RunDir
 from nemesis import journal, process
+from nemesis.clock import faketime_prefix
 from nemesis.fault import Fault
 from nemesis.process import ProcessSpec
 
@@ -207,9 +208,11 @@ class EmberDB(ProcessDB):
         # (written into the node's config: `remember_failpoint`).
         self.sticky: dict[str, dict[str, dict[str, Any]]] = {}
         self._control: Control | None = None  # install's: configs are written through it
+        # A run with clock faults starts ember under libfaketime (nemesis.clock).
+        clock = faketime_prefix() if self.settings.get("faketime") else ""
         self.spec = ProcessSpec(
             pidfile="/run/ember/ember.pid",
-            start_command=f"{self.binary} --config {self.config_path}",
+            start_command=f"{clock}{self.binary} --config {self.config_path}",
             log_path=self.log_path,
         )
 

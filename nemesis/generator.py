@@ -40,7 +40,9 @@ lease lengths), a `strobe` flips it `delta_s` ahead and behind every
 `period_s`, a `drift` runs it at `rate` (0.5x to 2x); aimed at a role like
 a kill. It is not part of `mix` (whose draws, and so every seed's
 schedule, stay what they were): `--nemesis mix,clock` adds it to the draw.
-Only the simulator applies it for now (`harness.sim.nemesis`).
+The simulator moves its host clock exactly (`harness.sim.nemesis`); on
+Docker ember runs under libfaketime and the fault rewrites its offset file
+(`nemesis.clock`: jumps and strobes; a drift is not applied there).
 
 Each fault op's value is abstract and fixed by the seed: `kind`, the
 partition `grouping` or process `target`, a `seed` for the worker's own

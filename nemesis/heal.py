@@ -2,7 +2,8 @@
 
 `heal_all` needs no record of what was done: it removes our iptables chain
 (and the INPUT jump to it), deletes root qdiscs that carry our handle, and
-SIGCONTs every pid listed in the node's paused file. Others' rules and
+SIGCONTs every pid listed in the node's paused file, and puts a clock a
+clock fault moved back in step (`nemesis.clock`). Others' rules and
 qdiscs are untouched. It is what cleanup runs on exit, on error and on
 SIGINT, so it must work on a node in any state and never fail halfway.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 
 from harness.control import CommandResult, Control, ControlError, UnreachableError
 from nemesis import journal
+from nemesis.clock import HEAL_CLOCK
 from nemesis.fault import CHAIN, PAUSED_FILE, QDISC_HANDLE, script
 
 HEAL_ALL = "; ".join(
@@ -26,6 +28,7 @@ HEAL_ALL = "; ".join(
         " then tc qdisc del dev $d root; fi; done",
         f"if [ -f {PAUSED_FILE} ]; then for p in $(cat {PAUSED_FILE}); do"
         f" kill -CONT $p 2>/dev/null; done; rm -f {PAUSED_FILE}; fi",
+        HEAL_CLOCK,
         "true",
     ]
 )

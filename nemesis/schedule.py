@@ -50,6 +50,7 @@ from harness.db import DB, DBError, ProcessDB, http_json
 from harness.interpreter import Reply
 from nemesis import partition as part
 from nemesis import process
+from nemesis.clock import clock_fault
 from nemesis.fault import Fault
 from nemesis.generator import HEAL_OF
 from nemesis.heal import heal_all
@@ -167,8 +168,8 @@ class NemesisWorker:
             return fault, extra
         if kind == "slow":
             return self._slow(node, extra)
-        if kind == "clock":  # refused before a run starts (harness.runner.nemesis_fit)
-            raise ValueError("clock faults are applied only in the simulator")
+        if kind == "clock":  # ember started under libfaketime (nemesis.clock)
+            return clock_fault(self.control, node, v), extra
         raise ValueError(f"unknown fault kind {kind!r}")
 
     def _process_fault(self, kind: str, node: str) -> Fault:

@@ -78,11 +78,11 @@ def test_a_driver_trusting_its_own_clock_is_caught(tmp_path: Path) -> None:
 
 def test_clock_faults_are_refused_where_they_cannot_be_applied(tmp_path: Path) -> None:
     out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--backend", "docker", "--nemesis", "clock",
+        [sys.executable, "-m", "harness.cli", "run", "--db", "etcd", "--nemesis", "clock",
          "--store", str(tmp_path), "--no-progress"],
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "--nemesis clock runs under --backend sim only" in out.stderr
+    assert "--nemesis clock needs ember on --backend docker or sim" in out.stderr
     assert "Traceback" not in out.stderr
     assert not list(tmp_path.rglob("test.json"))  # refused before any run dir

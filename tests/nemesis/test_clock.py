@@ -1,0 +1,84 @@
+"""nemesis.clock's shell commands, run for real by `sh` against a scratch
+state dir: a bump writes the offset libfaketime reads, a strobe flips it until
+healed, a heal (or heal_all's HEAL_CLOCK) puts +0 back, a drift is refused."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from harness.backends.base import NodeHandle, SshTarget
+from harness.control import CommandResult
+from harness.db import EmberDB
+from nemesis.clock import FAKETIME_FILE, HEAL_CLOCK, ClockFaultUnsupportedError, clock_fault
+from nemesis.fault import STATE_DIR
+from nemesis.heal import HEAL_ALL
+
+
+class LocalRunner:
+    """Runs each node's script with sh, the state dir moved under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def run_many(
+        self, commands: Mapping[str, str], *, timeout_s: float = 60.0, check: bool = True
+    ) -> dict[str, CommandResult]:
+        out = {}
+        for node, cmd in commands.items():
+            cmd = cmd.replace(STATE_DIR, str(self.root))
+            done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, check=True,
+                                  timeout=timeout_s)  # fmt: skip
+            out[node] = CommandResult(node, cmd, 0, done.stdout, done.stderr)
+        return out
+
+
+def _offset(root: Path) -> str:
+    path = root / Path(FAKETIME_FILE).name
+    return path.read_text().strip() if path.exists() else ""
+
+
+def test_a_bump_writes_the_offset_and_its_heal_puts_zero_back(tmp_path: Path) -> None:
+    runner = LocalRunner(tmp_path)
+    fault = clock_fault(runner, "n2", {"mode": "bump", "delta_s": -7.25})
+    assert _offset(tmp_path) == "-7.250s"
+    assert fault.as_value()["node"] == "n2"
+    fault.heal(runner)
+    assert _offset(tmp_path) == "+0"
+
+
+def test_a_strobe_flips_until_healed(tmp_path: Path) -> None:
+    runner = LocalRunner(tmp_path)
+    fault = clock_fault(runner, "n1", {"mode": "strobe", "delta_s": 4.0, "period_s": 0.05})
+    seen = set()
+    deadline = time.monotonic() + 5
+    while len(seen) < 2 and time.monotonic() < deadline:
+        seen |= {_offset(tmp_path)} - {""}
+        time.sleep(0.01)
+    assert seen == {"+4.000s", "-4.000s"}
+    fault.heal(runner)
+    time.sleep(0.2)
+    assert _offset(tmp_path) == "+0"
+    assert not (tmp_path / "clock-strobe.pid").exists()
+
+
+def test_a_drift_is_refused_with_why(tmp_path: Path) -> None:
+    with pytest.raises(ClockFaultUnsupportedError, match="counts a rate from the process"):
+        clock_fault(LocalRunner(tmp_path), "n1", {"mode": "drift", "rate": 2.0})
+
+
+def test_heal_all_resets_clocks_and_a_clock_run_starts_ember_under_libfaketime() -> None:
+    assert HEAL_CLOCK in HEAL_ALL
+    nodes = [NodeHandle(name="n1", ip="10.0.0.1", ssh=SshTarget(host="10.0.0.1"))]
+    plain = EmberDB(nodes, {}, 1).spec.start_command
+    moved = EmberDB(nodes, {"faketime": True}, 1).spec.start_command
+    assert plain is not None
+    assert moved is not None
+    assert "LD_PRELOAD" not in plain
+    assert moved.startswith("env LD_PRELOAD=")
+    assert moved.endswith(plain)
+    assert f"FAKETIME_TIMESTAMP_FILE={FAKETIME_FILE}" in moved
