@@ -30,14 +30,18 @@ ROOT = Path(__file__).resolve().parents[1]
 FAILPOINTS = (
     "rebalance.cancel-without-revision-guard", "rebalance.ignore-last-seen",
     "raft.skip-catchup", "raft.ignore-vote-lease", "raft.skip-check-quorum",
-    "raft.step-down-on-joint", "kv.ack-before-commit",
+    "raft.step-down-on-joint", "kv.ack-before-commit", "kv.apply-diverge",
+    "placement.trust-own-clock",
 )  # fmt: skip
+# Defects only some faults reach: the nemesis their explores draw from.
+NEMESIS = {"placement.trust-own-clock": "mix,clock"}
 BUGS = ("commit-previous-term", "skip-joint", "count-learners", "single-majority-joint")
 
 
 def _flags(defect: str) -> list[str]:
     if defect in FAILPOINTS:
-        return ["--failpoint", defect]
+        extra = ["--nemesis", NEMESIS[defect]] if defect in NEMESIS else []
+        return ["--failpoint", defect, *extra]
     return ["--db-setting", f"planted_bugs={defect}"]
 
 

@@ -2,7 +2,7 @@
 
 A cell is (kind, phase, role) for one APPLIED fault (its completion `ok`):
 
-- kind: `partition`, `kill`, `pause` or `slow`;
+- kind: `partition`, `kill`, `pause`, `slow` or `clock`;
 - phase: the stage whose start fired it (`catching-up`, `joint`, `stable`,
   `done`, `pending`, `pending-open`), or `timer` for a timed fault;
 - role: whom it was aimed at: a kill or pause's target (`group-leader`,
@@ -26,7 +26,7 @@ from typing import Any
 
 import msgspec
 
-from nemesis.generator import MIX_TARGETS, PHASES, PRIMITIVES
+from nemesis.generator import EXTRA_KINDS, MIX_TARGETS, PHASES, PRIMITIVES
 from nemesis.targets import ROLE_TARGETS
 
 Cell = tuple[str, str, str]
@@ -39,6 +39,7 @@ ROLES_OF: dict[str, tuple[str, ...]] = {
     "pause": MIX_TARGETS,
     "partition": (*ROLE_TARGETS, "joining", NONE),
     "slow": ("joining",),
+    "clock": MIX_TARGETS,
 }
 _ISOLATES = {"isolate-leader": "group-leader", "isolate-joining": "joining"}
 
@@ -47,7 +48,7 @@ def universe() -> list[Cell]:
     """Every cell the mix nemesis can reach, in a stable order."""
     return [
         (kind, phase, role)
-        for kind in PRIMITIVES
+        for kind in (*PRIMITIVES, *EXTRA_KINDS)
         for phase in PHASE_CELLS
         for role in ROLES_OF[kind]
     ]

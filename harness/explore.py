@@ -38,7 +38,7 @@ import msgspec
 
 from harness import plan as plans
 from harness.coverage import ROLES_OF, TIMER, Cell, Coverage, cells_of_history
-from nemesis.generator import MIX_TARGETS, PHASES, PRIMITIVES
+from nemesis.generator import EXTRA_KINDS, MIX_TARGETS, PHASES, PRIMITIVES
 
 CANDIDATES = 8  # swarm configurations a steered seed chooses among
 
@@ -57,7 +57,7 @@ class Swarm:
         out = []
         for kind in self.kinds:
             roles = ROLES_OF[kind]
-            if kind in ("kill", "pause"):
+            if kind in ("kill", "pause", "clock"):
                 roles = tuple(r for r in roles if r in self.targets)
             for phase in (*self.phases, TIMER):
                 out += [(kind, phase, role) for role in roles]
@@ -74,7 +74,8 @@ def draw_swarm(rng: random.Random, base: plans.Plan, traffic: str) -> Swarm:
     extra = [w for w in base.workload if w != traffic]
     workload = (traffic, *(w for w in extra if rng.random() < 0.5))
     return Swarm(
-        kinds=_subset(rng, PRIMITIVES),
+        # Clock faults join the draw only where the base plan names them.
+        kinds=_subset(rng, (*PRIMITIVES, *(k for k in EXTRA_KINDS if k in base.nemesis))),
         phases=_subset(rng, PHASES),
         targets=_subset(rng, MIX_TARGETS),
         workload=workload,
