@@ -140,14 +140,33 @@ class PlacementDriver:
         # The driver lease (its key's mod revision) this driver holds: M9's evidence.
         self.runtime.audit.record({**event, "driver_lease": self._lease_mod}, group)
 
-    def _acting(self, act: str, partition: int | None = None) -> None:
+    async def _acting(self, act: str, partition: int | None = None) -> None:
         """Audit, before it happens, an action taken under the driver lease (M9,
         checkers/authority.py): a write to the assignments or the leases, a
-        grant or revoke, a request to a primary. Raises LeaseLostError instead when
-        the lease ran out during the tick (by the monotonic clock)."""
-        if time.monotonic() >= self._valid_until and not self._trusts_own_clock():
-            raise LeaseLostError(f"driver lease {self._lease_mod} ran out before {act}")
+        grant or revoke, a request to a primary. A lease running low is renewed
+        first, so a slow tick goes on instead of starting over; LeaseLostError
+        when it cannot be (taken over, or run out by the monotonic clock)."""
+        if not self._trusts_own_clock():
+            if self._valid_until - time.monotonic() < self.lease_s / 2:
+                await self._renew()
+            if time.monotonic() >= self._valid_until:
+                raise LeaseLostError(f"driver lease {self._lease_mod} ran out before {act}")
         self._audit({"kind": "driver-acting", "act": act}, partition)
+
+    async def _renew(self) -> None:
+        """Renew the lease this driver holds (guarded on its own record)."""
+        held = self._lease_mod
+        guard = {"key": DRIVER_KEY, "target": "mod_revision", "value": held}
+        expires = time.time() + self.lease_s
+        value = {"holder": self.runtime.id, "expires": expires}
+        sent = time.monotonic()
+        out = await self.meta.invoke({"if": [guard], "then": [
+            {"op": "put", "key": DRIVER_KEY, "value": value}]})  # fmt: skip
+        if not out["succeeded"]:
+            raise LeaseLostError(f"driver lease {held} was taken over")
+        self._lease_mod = self._seen(out["revision"])
+        self._lease_expires = expires
+        self._valid_until = sent + self.lease_s * (1 - LEASE_MARGIN)
 
     def _seen(self, revision: int) -> int:
         self.revision = max(self.revision, revision)
@@ -263,7 +282,7 @@ class PlacementDriver:
             mod = rec["mod_revision"] if rec else 0
             spec = {"if": [{"key": data_nodes_key(ZONE), "target": "mod_revision", "value": mod}],
                     "then": [{"op": "put", "key": data_nodes_key(ZONE), "value": new}]}  # fmt: skip
-            self._acting("write-data-nodes")
+            await self._acting("write-data-nodes")
             out = await self.meta.invoke(spec)
             self._seen(out["revision"])
             return True
@@ -280,10 +299,10 @@ class PlacementDriver:
             if key(ZONE, p, "stable") not in kv:
                 # A partition added by a partition-count change: its group as it is.
                 peers = await current_peers(self.runtime, self.peers, p)
-                self._acting("write-stable", p)
+                await self._acting("write-stable", p)
                 await self.meta.put(key(ZONE, p, "stable"), peers)
             new = assign(zone.id, p, nodes_rec["value"], zone.replicas)
-            self._acting("trigger", p)
+            await self._acting("trigger", p)
             out = await self.meta.invoke(trigger_invoke(ZONE, p, new, ts))
             self._seen(out["revision"])
             self._applied[p] = ts
@@ -308,13 +327,13 @@ class PlacementDriver:
             new_holder = leader if leader is not None and leader in candidates else candidates[0]
             if holder is not None and holder in self._alive:
                 # Graceful handover: the old primary stops before the new one starts.
-                self._acting("revoke", p)
+                await self._acting("revoke", p)
                 await self.peers.call(holder, "POST", "/internal/primary/revoke",
                                       {"zone": ZONE, "partition": p})  # fmt: skip
         lease = {"holder": new_holder, "expires": now + 3 * self.lease_s}
         guard = {"key": lease_key(ZONE, p), "target": "mod_revision", "value": rec["mod_revision"]}
         spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(ZONE, p), "value": lease}]}
-        self._acting("write-lease", p)
+        await self._acting("write-lease", p)
         out = await self.meta.invoke(spec)
         rev = self._seen(out["revision"])
         if not out["succeeded"]:
@@ -326,7 +345,7 @@ class PlacementDriver:
                 "lease_revision": rev,
                 "last_seen_revision": rev - 1,
             }
-            self._acting("grant", p)
+            await self._acting("grant", p)
             code, answer = await self.peers.call(
                 new_holder, "POST", "/internal/primary/grant", grant
             )
@@ -368,7 +387,7 @@ class PlacementDriver:
         if last is not None and last[0] == ident and now - last[1] < wait:
             return
         body = {**request, "zone": ZONE, "partition": p, "revision": self.revision}
-        self._acting(f"request-{kind}", p)
+        await self._acting(f"request-{kind}", p)
         code, answer = await self.peers.call(holder, "POST", f"/internal/{kind}", body)
         event = "rebalance-request" if kind == "rebalance" else "cancel-request"
         self._audit({"kind": event, "direction": "sent", "partition": p, "zone": ZONE,
@@ -390,7 +409,7 @@ class PlacementDriver:
         nothing; the cancel key, if still there, brings the next tick back here."""
         snap = {k: v for k, v in kv.items() if k.startswith(assignments_prefix(ZONE, p))}
         spec = done_invoke(snap, ZONE, p, request["new"], request["pending_revision"])
-        self._acting("done", p)
+        await self._acting("done", p)
         out = await self.meta.invoke(spec)
         self._seen(out["revision"])
         done = "written" if out["succeeded"] else "already done"
