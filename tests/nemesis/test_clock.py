@@ -55,12 +55,14 @@ def test_a_strobe_flips_until_healed(tmp_path: Path) -> None:
     runner = LocalRunner(tmp_path)
     fault = clock_fault(runner, "n1", {"mode": "strobe", "delta_s": 4.0, "period_s": 0.05})
     seen = set()
-    deadline = time.monotonic() + 5
-    while len(seen) < 2 and time.monotonic() < deadline:
-        seen |= {_offset(tmp_path)} - {""}
-        time.sleep(0.01)
+    try:
+        deadline = time.monotonic() + 5
+        while len(seen) < 2 and time.monotonic() < deadline:
+            seen |= {_offset(tmp_path)} - {""}
+            time.sleep(0.01)
+    finally:
+        fault.heal(runner)  # the loop must not outlive a failed assertion
     assert seen == {"+4.000s", "-4.000s"}
-    fault.heal(runner)
     time.sleep(0.2)
     assert _offset(tmp_path) == "+0"
     assert not (tmp_path / "clock-strobe.pid").exists()
