@@ -1,8 +1,15 @@
 """Clock faults on Docker (marked docker): ember runs under libfaketime, the
 nemesis moves one node's wall clock by rewriting its faketime file, healing
-puts it back, and a placement driver that trusts its own clock is caught by
-M9 (`driver-acted-after-successor`), while the events stay placed by the
-shared monotonic clock."""
+puts it back, and clean ember keeps one placement driver at a time (M9)
+while clocks jump and strobe: before the driver judged its lease by the
+monotonic clock, the same kind of run reported `driver-acted-after-successor`.
+
+The schedule is the seed's draw (seed 10: a bump of -8.0 s, a strobe of
++-9.4 s, ...), faults every 2 s on average at random nodes, so every fault
+resolves without asking anyone. Catching the planted
+`placement.trust-own-clock` needs the bump to land on the driver, which the
+simulator does deterministically (tests/sim/test_clock_faults.py).
+"""
 
 from __future__ import annotations
 
@@ -18,24 +25,21 @@ from tests.harness.cluster_fixtures import require_docker
 pytestmark = pytest.mark.docker
 
 PLAN = {
-    "name": "pytest-clock", "seed": 2, "backend": "docker",
+    "name": "pytest-clock", "seed": 10, "backend": "docker",
     "nodes": ["n1", "n2", "n3", "n4", "n5"], "db": "ember",
     "workload": ["register", "rebalance"], "nemesis": ["clock"],
     "concurrency": 4, "rate_hz": 20.0, "time_limit_s": 20.0, "quiet_s": 3.0,
-    "options": {
-        "nemesis_mode": "periodic", "nemesis_targets": ["random"],
-        "failpoints": {"placement.trust-own-clock": {}},
-    },
+    "options": {"nemesis_mode": "periodic", "nemesis_targets": ["random"], "nemesis_gap_s": 2.0},
 }  # fmt: skip
 
 
-def test_a_driver_trusting_its_skewed_clock_is_caught_on_docker(
+def test_clock_faults_move_a_node_clock_and_one_driver_acts_at_a_time(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     require_docker()
     plan = tmp_path / "clock.json"
     plan.write_text(json.dumps(PLAN))
-    code = main(["run", "--plan", str(plan), "--store", str(tmp_path / "store"), "--no-progress"])
+    main(["run", "--plan", str(plan), "--store", str(tmp_path / "store"), "--no-progress"])
     out = capsys.readouterr().out
     run = Path(re.search(r"replay: faultline replay (\S+)", out).group(1))  # type: ignore[union-attr]
     ops = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
@@ -49,6 +53,7 @@ def test_a_driver_trusting_its_skewed_clock_is_caught_on_docker(
               and o["type"] == "ok" and o["value"].get("commands")]  # fmt: skip
     assert healed, "no clock fault was healed"
     results = json.loads((run / "results.json").read_text())
-    kinds = {a["kind"] for a in results["checkers"]["revisions"]["anomalies"]}
-    assert "driver-acted-after-successor" in kinds, out
-    assert code == 1
+    revisions = results["checkers"]["revisions"]
+    assert revisions["figures"]["assignments"]["driver-actions"] > 0, "the driver never acted"
+    kinds = {a["kind"] for a in revisions["anomalies"]}
+    assert "driver-acted-after-successor" not in kinds, out
