@@ -16,6 +16,8 @@ from harness import plan as plans
 from harness.commands_run import replay_verdict
 from harness.progress import RunStatus
 from harness.runner import run
+from harness.sim.nemesis import ROLE_NEEDS_PLACEMENT
+from nemesis.targets import FETCH_TIMEOUT_S
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +71,13 @@ def test_phase_aimed_faults_land_at_the_transition(tmp_path: Path) -> None:
              and isinstance(e.get("value"), dict) and "reaction_ms" in e["value"]]  # fmt: skip
     assert aimed, "no phase-triggered fault in 30 s of the mix"
     for value in aimed:
-        # Same virtual instant, or the few ms a role lookup over the network takes.
-        assert value["reaction_ms"] <= 20.0, value  # type: ignore[index]
+        # Same virtual instant, or the few ms a status lookup over the network
+        # takes. The placement driver and primaries are looked up in the
+        # placement document, a linearizable metastore read that a metastore
+        # election can hold up to the lookup's timeout (seed 5: 753 ms).
+        needs_placement = value.get("target") in ROLE_NEEDS_PLACEMENT  # type: ignore[union-attr]
+        bound = FETCH_TIMEOUT_S * 1000 if needs_placement else 20.0
+        assert value["reaction_ms"] <= bound, value  # type: ignore[index]
 
 
 def test_a_seed_is_byte_identical_across_runs_and_hash_seeds(tmp_path: Path) -> None:
