@@ -82,16 +82,16 @@ def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any
     whose origin is unknown keep their wall.
     """
     zero_wall, zero_mono = timeline.get("history_zero_wall"), timeline.get("history_zero_mono_ns")
-    if not timeline.get("shared_monotonic") or not _number(zero_wall) or not _number(zero_mono):
+    if not timeline.get("shared_monotonic") or not is_number(zero_wall) or not is_number(zero_mono):
         return 0
     placed = 0
     for events in audit.values():
         origin: int | float | None = None
         for ev in events:
             if "mono_origin_ns" in ev:
-                origin = ev["mono_origin_ns"] if _number(ev["mono_origin_ns"]) else None
+                origin = ev["mono_origin_ns"] if is_number(ev["mono_origin_ns"]) else None
             mono = ev.get("mono_ns")
-            if origin is None or not _number(mono):
+            if origin is None or not is_number(mono):
                 continue
             ev["node_wall"] = ev.get("wall")
             ev["wall"] = zero_wall + (origin + mono - zero_mono) / NS_PER_S
@@ -99,7 +99,8 @@ def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any
     return placed
 
 
-def _number(value: Any) -> TypeGuard[int | float]:
+def is_number(value: Any) -> TypeGuard[int | float]:
+    """An int or float, not a bool (events' numeric fields)."""
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 

@@ -20,9 +20,10 @@ One anomaly per (node, lease): the first action says it. Events without
 
 from __future__ import annotations
 
-from typing import Any, TypeGuard
+from typing import Any
 
 from checkers.api import Anomaly
+from checkers.audit import is_number
 
 Audit = dict[str, list[dict[str, Any]]]
 
@@ -33,7 +34,7 @@ def check_authority(audit: Audit, out: list[Anomaly]) -> int:
     for node in sorted(audit):
         for ev in audit[node]:
             lease, wall = ev.get("driver_lease"), ev.get("wall")
-            if ev.get("kind") != "driver-acting" or not _number(lease) or not _number(wall):
+            if ev.get("kind") != "driver-acting" or not is_number(lease) or not is_number(wall):
                 continue
             if lease > 0:
                 acts.append((float(wall), node, int(lease), ev))
@@ -56,6 +57,3 @@ def check_authority(audit: Audit, out: list[Anomaly]) -> int:
             newest = (lease, node, wall, ev)
     return len(acts)
 
-
-def _number(value: Any) -> TypeGuard[int | float]:
-    return isinstance(value, int | float) and not isinstance(value, bool)

@@ -156,17 +156,23 @@ class PlacementDriver:
     async def _renew(self) -> None:
         """Renew the lease this driver holds (guarded on its own record)."""
         held = self._lease_mod
-        guard = {"key": DRIVER_KEY, "target": "mod_revision", "value": held}
-        expires = time.time() + self.lease_s
-        value = {"holder": self.runtime.id, "expires": expires}
+        if not await self._write_lease(held, time.time()):
+            raise LeaseLostError(f"driver lease {held} was taken over")
+
+    async def _write_lease(self, mod_revision: int, now: float) -> bool:
+        """Take or renew the lease, guarded on the record read at `mod_revision`;
+        the lease counts on the monotonic clock from before the write."""
+        guard = {"key": DRIVER_KEY, "target": "mod_revision", "value": mod_revision}
+        value = {"holder": self.runtime.id, "expires": now + self.lease_s}
         sent = time.monotonic()
         out = await self.meta.invoke({"if": [guard], "then": [
             {"op": "put", "key": DRIVER_KEY, "value": value}]})  # fmt: skip
-        if not out["succeeded"]:
-            raise LeaseLostError(f"driver lease {held} was taken over")
-        self._lease_mod = self._seen(out["revision"])
-        self._lease_expires = expires
-        self._valid_until = sent + self.lease_s * (1 - LEASE_MARGIN)
+        if out["succeeded"]:
+            self._lease_mod = self._seen(out["revision"])
+            self._lease_expires = now + self.lease_s
+            self._valid_until = sent + self.lease_s * (1 - LEASE_MARGIN)
+            self._watched = None
+        return bool(out["succeeded"])
 
     def _seen(self, revision: int) -> int:
         self.revision = max(self.revision, revision)
@@ -199,19 +205,7 @@ class PlacementDriver:
                 return False
             if mono - seen[1] < self.lease_s * (1 + LEASE_MARGIN):
                 return False
-        spec = {
-            "if": [{"key": DRIVER_KEY, "target": "mod_revision", "value": rec["mod_revision"]}],
-            "then": [{"op": "put", "key": DRIVER_KEY,
-                      "value": {"holder": self.runtime.id, "expires": now + self.lease_s}}],
-        }  # fmt: skip
-        sent = time.monotonic()
-        out = await self.meta.invoke(spec)
-        if out["succeeded"]:
-            self._lease_mod = self._seen(out["revision"])
-            self._lease_expires = now + self.lease_s
-            self._valid_until = sent + self.lease_s * (1 - LEASE_MARGIN)
-            self._watched = None
-        return bool(out["succeeded"])
+        return await self._write_lease(rec["mod_revision"], now)
 
     def _trusts_own_clock(self) -> bool:
         fp = self.runtime.failpoints
