@@ -43,6 +43,7 @@ from harness.synthetic_story import (
     CHANGE,
     CLIENTS,
     KILL,
+    MONO_AT_ZERO,
     NEW_PART0,
     NODES,
     NS_PER_MS,
@@ -125,6 +126,10 @@ def make_run(
         raise ValueError(f"{ops} operations leave no room for a stale read; use more")
     events = _history(client_ops, end, faults, changes, rebalance)
     _write_jsonl(run.history, events)
+    # The clock contract (docs/events.md): nodes share the harness's monotonic clock.
+    anchor = {"history_zero_wall": wall0, "history_zero_mono_ns": MONO_AT_ZERO,
+              "shared_monotonic": True}  # fmt: skip
+    run.timeline.write_bytes(msgspec.json.encode(anchor) + b"\n")
     audit = AuditStory(wall0, end, seed)
     audit.build(faults=faults, changes=changes, rebalance=rebalance)
     for node, node_events in audit.by_node().items():

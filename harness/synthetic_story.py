@@ -21,6 +21,7 @@ NS_PER_S = 1_000_000_000
 ZONE = 1
 # Windows as fractions of the run's duration (see the module doc).
 PARTITION, KILL, CHANGE = (0.15, 0.35), (0.45, 0.65), (0.50, 0.60)
+MONO_AT_ZERO = 7 * 3600 * NS_PER_S  # the harness's monotonic reading at the history's zero
 QUIET_FRACTION = 0.15  # of D; traffic runs to ~0.9 D, the last fault ends at 0.65 D
 
 
@@ -44,9 +45,18 @@ class AuditStory:
         self.events.append((t, len(self.events), ev))
 
     def by_node(self) -> dict[str, list[dict[str, Any]]]:
-        """Each node's events in emission order."""
+        """Each node's events in emission order, on the clocks a real node has
+        (docs/events.md): `mono_ns` counts from the node process's start (a
+        restart starts it at zero again) and each `started` carries the
+        process's `mono_origin_ns` on the harness's monotonic clock, whose
+        reading at the history's zero is MONO_AT_ZERO."""
         out: dict[str, list[dict[str, Any]]] = {n: [] for n in NODES}
-        for _, _, ev in sorted(self.events, key=lambda e: (e[0], e[1])):
+        since: dict[str, int] = {}
+        for t, _, ev in sorted(self.events, key=lambda e: (e[0], e[1])):
+            if ev["kind"] == "started":
+                since[ev["node"]] = t
+                ev["mono_origin_ns"] = MONO_AT_ZERO + t
+            ev["mono_ns"] = t - since.get(ev["node"], 0)
             out[ev["node"]].append(ev)
         return out
 

@@ -6,12 +6,16 @@ and derives: fault and membership-change windows (the stats checker's own
 `fault_windows`/`change_windows`, so the bands on the page are the windows
 the verdict was judged on; a fault that was not applied has no window,
 only a moment, `unapplied`), a clock for audit events, and the first
-anomaly's time. Audit events carry each node's own monotonic clock
-(`mono_ns`) and `wall`; the history's clock is ns since the run started.
-When `wall` looks like Unix time, audit events are placed at `wall - zero`,
-where zero is the wall time of the history's zero that the harness wrote to
-timeline.json as the workload started (the simulator's virtual wall clock
-included), or for older runs the run dir's stamp; otherwise at `mono_ns`.
+anomaly's time.
+
+Audit events reach the report already placed on the harness's clock by
+checkers.audit.load_audit (docs/events.md, "Placed walls"), and
+`audit_ns` is checkers.audit.history_clock: ns since the history's zero,
+from the placed `wall`. No other clock conversion happens here. An event
+that could not be placed (a run from before the contract, or a node whose
+clock offset was not measured) keeps its node's own wall; `clock_note` says
+so on the page. Runs older than timeline.json fall back to the run dir's
+stamp as the history's zero, which is off by however long setup took.
 """
 
 from __future__ import annotations
@@ -124,17 +128,39 @@ def audit_clock(
 
 
 def anomaly_times(data: RunData) -> list[tuple[int, str]]:
-    """(history time, label) of each anomaly that names history ops."""
+    """(history time, "checker: kind") of each anomaly that can be placed: at its
+    first history op's invoke, else at its last audit event (placed as every
+    audit event is, `audit_ns`)."""
     by_index = data.op_by_index()
     out: list[tuple[int, str]] = []
     for name, result in (data.results or {}).get("checkers", {}).items():
         for anomaly in result.get("anomalies") or []:
-            for index in anomaly.get("ops") or []:
-                op = by_index.get(index)
-                if op is not None:
-                    out.append((op.invoke_time, f"{name}: {anomaly.get('kind')}"))
-                    break
+            label = f"{name}: {anomaly.get('kind')}"
+            ops = [by_index[i] for i in anomaly.get("ops") or [] if i in by_index]
+            events = [ev for ev in anomaly.get("events") or [] if isinstance(ev, dict)
+                      and ("wall" in ev or "mono_ns" in ev)]  # fmt: skip
+            if ops:
+                out.append((ops[0].invoke_time, label))
+            elif events:
+                out.append((data.audit_ns(events[-1]), label))
     return sorted(out)
+
+
+def clock_note(data: RunData) -> str | None:
+    """Why node lanes may be offset from the history, or None when every audit
+    event was placed on the harness's clock (checkers.audit.place_events marks
+    a placed event with `node_wall`)."""
+    events = [ev for evs in data.audit.values() for ev in evs]
+    unplaced = sum(1 for ev in events if "node_wall" not in ev)
+    if not unplaced:
+        return None
+    why = ("this run predates timeline.json: the run dir's stamp stands in for the "
+           "history's zero, off by however long setup took"
+           if load_timeline(data.run.path) is None else
+           "their nodes' clocks were not placed on the harness's (no shared monotonic "
+           "clock and no measured offset)")  # fmt: skip
+    return (f"Node lanes may be offset: {unplaced} of {len(events)} audit events are drawn "
+            f"at their node's own wall clock; {why}.")  # fmt: skip
 
 
 def validity_label(value: Any) -> str:

@@ -22,7 +22,6 @@ from reports.data import NS_PER_S, RunData
 
 TIMELINE_BUDGET = 3000
 MAX_BUCKETS = 400
-MAX_BAND_LABELS = 12
 COLORS = {"ok": "#2ca02c", "fail": "#d62728", "info": "#ff7f0e"}
 BAND_COLORS = {"fault": "rgba(214,39,40,0.12)", "change": "rgba(31,119,180,0.12)"}
 UNAPPLIED_COLOR = "#7f7f7f"  # a fault not applied: a grey dotted tick marked ✕
@@ -33,10 +32,11 @@ def _s(ns: int | float) -> float:
     return round(ns / NS_PER_S, 6)
 
 
-def bands(data: RunData) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """Layout shapes and annotations shading the applied fault and change
-    windows, and ticking (a dotted line marked ✕) each fault not applied."""
-    shapes, notes = [], []
+def bands(data: RunData) -> list[dict[str, Any]]:
+    """Layout shapes shading the applied fault and change windows across every
+    lane (paper height), and ticking (a dotted line) each fault not applied.
+    They carry no text: the fault lane (reports.timeline) names each one."""
+    shapes = []
     for kind, windows in (("fault", data.faults), ("change", data.changes)):
         for w in windows:
             shapes.append(
@@ -51,40 +51,11 @@ def bands(data: RunData) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
                     "line": {"width": 0},
                     "fillcolor": BAND_COLORS[kind],
                     "layer": "below",
+                    "name": f"{kind} {w['f']}",
                 }
             )
-            if len(data.faults) + len(data.changes) > MAX_BAND_LABELS:
-                continue  # labels would overlap; the page lists the windows instead
-            notes.append(
-                {
-                    "x": _s(w["start"]),
-                    "y": 1,
-                    "xref": "x",
-                    "yref": "paper",
-                    "text": w["f"],
-                    "showarrow": False,
-                    "xanchor": "left",
-                    "yanchor": "bottom",
-                    "font": {"size": 10},
-                }
-            )
-    for u in data.unapplied:
-        shapes.append(_unapplied_tick(u))
-        notes.append(
-            {
-                "x": _s(u["time"]),
-                "y": 1,
-                "xref": "x",
-                "yref": "paper",
-                "text": f"✕ {u['f']}",
-                "hovertext": f"{u['f']} not applied: {u['reason']}",
-                "showarrow": False,
-                "xanchor": "center",
-                "yanchor": "bottom",
-                "font": {"size": 10, "color": UNAPPLIED_COLOR},
-            }
-        )
-    return shapes, notes
+    shapes.extend(_unapplied_tick(u) for u in data.unapplied)
+    return shapes
 
 
 def _unapplied_tick(u: dict[str, Any]) -> dict[str, Any]:
@@ -104,13 +75,11 @@ def _unapplied_tick(u: dict[str, Any]) -> dict[str, Any]:
 
 
 def _layout(data: RunData, title: str, height: int, **extra: Any) -> dict[str, Any]:
-    shapes, notes = bands(data)
     return {
         "title": {"text": title},
         "height": height,
-        "shapes": shapes,
-        "annotations": notes,
-        "xaxis": {"title": {"text": "time (s)"}},
+        "shapes": bands(data),
+        "xaxis": {"title": {"text": "time since the workload started (s)"}},
         "margin": {"t": 50, "l": 110, "r": 20},
         "hovermode": "closest",
         **extra,
@@ -156,8 +125,9 @@ def _describe_op(op: Operation) -> str:
     )
 
 
-def timeline(data: RunData, ops: list[Operation], windows: list[str]) -> Figure:
-    """Operations per process: a bar from invoke to completion, coloured by outcome."""
+def op_traces(data: RunData, ops: list[Operation], yaxis: str) -> list[dict[str, Any]]:
+    """Operations per process on `yaxis`: a bar from invoke to completion,
+    coloured by outcome, with a hover point at the completion."""
     traces: list[dict[str, Any]] = []
     for kind in ("ok", "fail", "info"):
         xs: list[float | None] = []
@@ -178,6 +148,7 @@ def timeline(data: RunData, ops: list[Operation], windows: list[str]) -> Figure:
                 "mode": "lines",
                 "x": xs,
                 "y": ys,
+                "yaxis": yaxis,
                 "name": kind,
                 "line": {"color": COLORS[kind], "width": 4},
                 "hoverinfo": "skip",
@@ -190,6 +161,7 @@ def timeline(data: RunData, ops: list[Operation], windows: list[str]) -> Figure:
                 "mode": "markers",
                 "x": hx,
                 "y": hy,
+                "yaxis": yaxis,
                 "text": text,
                 "hoverinfo": "text",
                 "marker": {"color": COLORS[kind], "size": 4},
@@ -198,15 +170,7 @@ def timeline(data: RunData, ops: list[Operation], windows: list[str]) -> Figure:
                 "name": kind,
             }
         )
-    title = "Operations per process"
-    if windows:
-        title += " (windows: " + ", ".join(windows[:6]) + ("…" if len(windows) > 6 else "") + ")"
-    procs = {int(op.process) for op in ops}
-    height = max(250, min(900, 18 * len(procs) + 120))
-    return {
-        "data": traces,
-        "layout": _layout(data, title, height, yaxis={"title": {"text": "process"}}),
-    }
+    return traces
 
 
 def _quantile(sorted_ms: list[float], q: float) -> float:
@@ -261,6 +225,7 @@ def latency_throughput(data: RunData) -> tuple[Figure, float]:
         barmode="stack",
         yaxis={"title": {"text": "latency (ms)"}, "type": "log", "domain": [0.45, 1]},
         yaxis2={"title": {"text": "completions/s"}, "domain": [0, 0.38], "anchor": "x"},
+        xaxis={"title": {"text": "time since the workload started (s)"}, "anchor": "y2"},
         legend={"orientation": "h"},
     )
     return {"data": traces, "layout": layout}, bucket / NS_PER_S

@@ -2,11 +2,13 @@
 
 The page embeds plotly's JS once (no network needed: it opens from disk)
 and the figures' JSON; the linearizability drawing and the anomaly tables
-are plain HTML and inline SVG. Sections, top to bottom: verdicts (each
-checker's, with its error), seed and replay command, plan and the
-system under test with its version; operation timeline with fault and membership-change bands;
-latency and throughput with the same bands; Raft lanes; rebalance lane;
-the linearizability failure; other anomalies. Elements carry ids and
+are plain HTML and inline SVG. Sections, top to bottom: one sentence
+saying what happened (reports.summary), seed and replay command, plan and
+the system under test with its version, verdicts (each checker's, with
+its error); the one timeline figure (reports.timeline: faults, operations,
+Raft, node and rebalance lanes on one time axis); latency and throughput
+with the same bands, its x range linked to the timeline's; the
+linearizability failure; other anomalies. Elements carry ids and
 `data-*` counts so tests (and scripts) can read the page.
 """
 
@@ -19,8 +21,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from reports import figures, lanes, violation
+from reports import figures, timeline, violation
 from reports.data import RunData, anomaly_times, load_run_data, validity_label
+from reports.summary import summary_html
 
 _ESC = html.escape
 _plotly_js: str | None = None
@@ -105,6 +108,7 @@ def header_html(data: RunData) -> str:
     return f"""
 <header><h1>{_ESC(str(plan.get("name") or data.run.test_name))}
 <span id="verdict" class="v {overall}" data-valid="{overall}">{overall}</span></h1>
+{summary_html(data)}
 <p>seed <b id="seed">{_ESC(str(plan.get("seed", results.get("seed", "?"))))}</b> ·
 started {_ESC(data.run.started)} · {len(data.client_ops)} client operations ·
 <span id="system">{_ESC(system_version(plan))}</span></p>
@@ -120,29 +124,16 @@ def _listed(items: list[str], limit: int = 12) -> str:
     return ", ".join(items[:limit]) + (f" and {more} more" if more > 0 else "")
 
 
-def _window_list(data: RunData) -> str:
-    windows = sorted(data.faults + data.changes, key=lambda w: w["start"])
-    if len(windows) <= figures.MAX_BAND_LABELS:
-        return ""  # each band is labelled on the plots
-    spans = [f"{w['f']} {w['start'] / 1e9:.2f}-{w['end'] / 1e9:.2f} s" for w in windows]
-    return ": " + _listed(spans, 40)
-
-
-def _unapplied_note(data: RunData) -> str:
-    """Names the faults not applied (ticked, not shaded) and why."""
-    if not data.unapplied:
-        return ""
-    ticks = [f"{u['f']} at {u['time'] / 1e9:.2f} s ({u['reason']})" for u in data.unapplied]
-    return f" Dotted ticks marked ✕: faults not applied, never shaded: {_listed(ticks)}."
-
-
 def _timeline_section(data: RunData) -> str:
-    anchors = [t for t, _ in anomaly_times(data)[:1]]
+    """The one figure (reports.timeline): faults, operations, Raft, nodes and
+    rebalance on one time axis, with a note on what it left out."""
+    placed = anomaly_times(data)
+    anchors = [t for t, _ in placed[:1]]
     for w in data.faults:
         anchors += [w["start"], w["end"]]
     ops, windows = figures.select_ops(data, anchors)
+    fig, drawn = timeline.one_figure(data, ops, placed[0] if placed else None)
     total = len(data.client_ops)
-    fig = figures.timeline(data, ops, windows)
     if len(ops) < total:
         note = (
             f"Aggregated: the timeline draws {len(ops)} of {total} operations, in windows "
@@ -153,13 +144,19 @@ def _timeline_section(data: RunData) -> str:
         note = "No client operations: the history holds only fault and membership operations."
     else:
         note = f"All {total} operations drawn."
+    if not data.audit:
+        note += " No audit events: no Raft, node or rebalance lanes."
+    if data.unapplied:
+        ticks = [f"{u['f']} at {u['time'] / 1e9:.2f} s ({u['reason']})" for u in data.unapplied]
+        note += f" Faults not applied (dotted, marked ✕, never shaded): {_listed(ticks)}."
     counts = {"ok": 0, "fail": 0, "info": 0}
     for op in ops:
         counts[op.type] += 1
     return (
-        f'<section><h2>Operations</h2><p class="note" id="timeline-note">{_ESC(note)} '
-        f"Shaded: faults (red), membership changes (blue){_ESC(_window_list(data))}."
-        f"{_ESC(_unapplied_note(data))}</p>"
+        f'<section><h2>Timeline</h2><p class="note" id="timeline-note">{_ESC(note)} '
+        "Shaded across every lane: faults (red), membership changes (blue); dotted: faults "
+        "not applied. One time axis: drag to zoom (every lane follows, and so does the latency "
+        "plot), double-click to reset; hover for details.</p>"
         + _plot(
             "timeline",
             fig,
@@ -170,6 +167,8 @@ def _timeline_section(data: RunData) -> str:
             info=counts["info"],
             bands=len(data.faults) + len(data.changes),
             unapplied=len(data.unapplied),
+            groups=drawn["groups"],
+            writes=drawn["writes"],
         )
         + "</section>"
     )
@@ -184,24 +183,20 @@ def _latency_section(data: RunData) -> str:
     )
 
 
-def _lanes_sections(data: RunData) -> str:
-    out = []
-    fig, drawn, total = lanes.raft_lanes(data)
-    if fig is None:
-        out.append('<section><h2>Raft groups</h2><p id="raft-none">No audit events.</p></section>')
-    else:
-        more = f" Showing {drawn} of {total} groups." if drawn < total else ""
-        out.append(
-            f'<section><h2>Raft groups</h2><p class="note">{more}</p>'
-            + _plot("raft-lanes", fig, groups=drawn)
-            + "</section>"
-        )
-    fig, writes = lanes.rebalance_lane(data)
-    if fig is not None:
-        out.append(
-            "<section><h2>Rebalance</h2>" + _plot("rebalance", fig, writes=writes) + "</section>"
-        )
-    return "".join(out)
+# The latency plot follows the timeline's x range and back; the summary's
+# anomaly link zooms the timeline to the anomaly's moment.
+_LINK_JS = """<script>(function(){
+const main=document.getElementById('timeline'),lat=document.getElementById('latency');
+function follow(src,dst){src.on('plotly_relayout',function(){
+ if(!dst||dst.dataset.syncing)return;const a=src.layout.xaxis;
+ const r=a.autorange?{'xaxis.autorange':true}:{'xaxis.range':a.range.slice()};
+ src.dataset.syncing='1';Plotly.relayout(dst,r).then(function(){delete src.dataset.syncing;});});}
+if(main&&lat){follow(main,lat);follow(lat,main);}
+const link=document.getElementById('anomaly-link');
+if(link&&main)link.addEventListener('click',function(){const t=parseFloat(link.dataset.t);
+ const r=main.layout.xaxis.range||[0,t*2],w=Math.max(1,(r[1]-r[0])/10);
+ Plotly.relayout(main,{'xaxis.range':[t-w,t+w]});});
+})();</script>"""
 
 
 def _violation_sections(data: RunData) -> str:
@@ -278,7 +273,7 @@ def render_html(data: RunData) -> str:
         + header_html(data)
         + _timeline_section(data)
         + _latency_section(data)
-        + _lanes_sections(data)
+        + _LINK_JS
         + _violation_sections(data)
         + _coverage_section(data)
         + f'<footer class="note">generated {time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}'

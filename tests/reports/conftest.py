@@ -1,15 +1,18 @@
 """Fixtures for the report tests: a headless chromium driven by selenium.
 
 The browser is Debian's chromium with its chromedriver, both given by path
-so selenium-manager never downloads anything. If they are missing the
-session installs them with apt-get (CI runs as root); the browser tests skip,
-with the reason, only when that install fails.
+so selenium-manager never downloads anything. .ci/run installs them
+(apt-get); a developer without them gets the browser tests skipped with
+the reason, but under CI (CI set) a missing browser fails the tests.
+
+Screenshots go to pytest's tmp dir, and also to $FAULTLINE_ARTIFACTS when
+set (.ci/run sets it and prints where), so a CI run keeps them.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,36 +28,29 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "browser: drives a headless chromium through selenium")
 
 
-def _ensure_chromium() -> str | None:
-    """None when chromium and chromedriver are usable, else why not."""
-    if CHROMIUM.exists() and CHROMEDRIVER.exists():
-        return None
-    if shutil.which("apt-get") is None:
-        return "chromium is missing and there is no apt-get to install it"
-    install = ["apt-get", "install", "-y", "--no-install-recommends", "chromium", "chromium-driver"]
+def _missing() -> str | None:
+    """None when chromium, chromedriver and selenium are usable, else why not."""
+    absent = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
+    if absent:
+        return f"{' and '.join(absent)} missing (apt-get install chromium chromium-driver)"
     try:
-        if subprocess.run(install, capture_output=True, timeout=600).returncode != 0:
-            # A fresh image may have no package lists yet.
-            subprocess.run(["apt-get", "update"], check=True, capture_output=True, timeout=600)
-            subprocess.run(install, check=True, capture_output=True, timeout=600)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return f"chromium is missing and apt-get install failed: {exc}"
-    if CHROMIUM.exists() and CHROMEDRIVER.exists():
-        return None
-    return "apt-get installed chromium but /usr/bin/chromium or chromedriver is still missing"
+        import selenium  # noqa: F401
+    except ImportError as exc:
+        return f"selenium is not installed: {exc}"
+    return None
 
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """A headless chromium that records console messages (goog:loggingPrefs)."""
-    reason = _ensure_chromium()
+    reason = _missing()
     if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must run the browser tests: {reason}")
         pytest.skip(reason)
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as exc:
-        pytest.skip(f"selenium is not installed: {exc}")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
     options = webdriver.ChromeOptions()
     options.binary_location = str(CHROMIUM)
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
@@ -67,3 +63,12 @@ def browser() -> Iterator[Any]:
         yield driver
     finally:
         driver.quit()
+
+
+def keep_artifact(path: Path) -> None:
+    """Copies a screenshot to $FAULTLINE_ARTIFACTS (when set) and prints where it is."""
+    where = os.environ.get("FAULTLINE_ARTIFACTS")
+    if where:
+        Path(where).mkdir(parents=True, exist_ok=True)
+        path = Path(shutil.copy(path, Path(where) / path.name))
+    print(f"screenshot: {path}")

@@ -48,7 +48,7 @@ def test_report_is_self_contained(store: Path) -> None:
     page = write_report(_runs(store)[0]).read_text()
     assert page.count(plotly_js()[:2000]) == 1
     assert not re.search(r'<(script|link|img)[^>]+(src|href)="https?:', page)
-    assert page.count("Plotly.newPlot(") == 4  # timeline, latency, raft lanes, rebalance
+    assert page.count("Plotly.newPlot(") == 2  # the one timeline figure, latency
 
 
 def test_header_names_verdicts_seed_and_replay(store: Path) -> None:

@@ -27,6 +27,7 @@ from nemesis.targets import ROLE_TARGETS, Resolver
 from reports.data import load_run_data
 from reports.figures import bands
 from reports.render import render_html
+from reports.timeline import event_row
 from tests.checkers.helpers import HistoryBuilder, write_run
 from tests.runner.test_nemesis_worker import NODES, FakeControl, FakeDB
 from workloads.generator import Op
@@ -212,12 +213,13 @@ def test_jepsen_style_info_completions_still_count_as_applied() -> None:
 
 
 def test_the_report_ticks_a_fault_not_applied_and_never_shades_it(tmp_path: Path) -> None:
-    """report.html: a dotted line marked with an x per unapplied fault, bands for applied."""
+    """report.html: a dotted line and an x marker (hover: why) per unapplied fault,
+    bands for applied ones."""
     events = _history()
     lines = b"".join(msgspec.json.encode(e) + b"\n" for e in events)
     run = write_run(tmp_path / "run", lines, {"name": "t", "seed": 1, "nemesis": ["mix"]})
     data = load_run_data(run)
-    shapes, notes = bands(data)
+    shapes = bands(data)
     rects = [s for s in shapes if s["type"] == "rect"]
     ticks = [s for s in shapes if s["type"] == "line"]
     assert len(rects) == 2  # the two partitions
@@ -225,10 +227,15 @@ def test_the_report_ticks_a_fault_not_applied_and_never_shades_it(tmp_path: Path
     assert all(t["line"]["dash"] == "dot" for t in ticks)
     pause_times = {round(t["time"] / 1e9, 6) for t in data.unapplied}
     assert all(r["x0"] not in pause_times for r in rects)
-    assert sum("✕" in n["text"] for n in notes) == 3
+    row = event_row(data, None)
+    assert row is not None
+    (marks,) = [t for t in row.traces if t["name"] == "not applied"]
+    assert len(marks["x"]) == 3
+    assert all(" not applied: " in h for h in marks["hovertext"])
     page = render_html(data)
     assert 'data-unapplied="3"' in page
-    assert "faults not applied, never shaded: pause at" in page
+    assert "3 more not applied" in page
+    assert "Faults not applied (dotted, marked ✕, never shaded): pause at" in page
 
 
 # -- adapted or refused before the run -------------------------------------------
