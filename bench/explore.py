@@ -2,6 +2,7 @@
 
     python bench/explore.py [--repeats 5] [--workers 2] [--defects NAME,...]
                             [--time-limit 60] [--budget "40 runs"] [--no-shrink]
+                            [--shrink-max-runs 300] [--out rows.jsonl]
 
 For each planted failpoint (README's table) and each `--bug` core defect
 (`--db-setting planted_bugs=NAME`), runs `faultline explore` with
@@ -9,14 +10,18 @@ For each planted failpoint (README's table) and each `--bug` core defect
 median runs and wall seconds until the first detection (explore stops
 there), how many explores found it within the budget, and, for the first
 explore that found it, the failing run's faults and client ops against the
-shrunk plan's (`faultline shrink`). Every command is a fresh process, as a
-user would run it. Issue 17's targets: every defect found in under 60 s of
-wall time on 2 cores, shrunk schedules of 3 faults or fewer.
+shrunk plan's (`faultline shrink`) and the runs the shrink took. Every
+command is a fresh process, as a user would run it. With `--out`, each
+defect's row is also appended to a JSON-lines file as soon as it is
+measured, so a long bench that is stopped keeps what it measured. Issue
+17's targets: every defect found in under 60 s of wall time on 2 cores,
+shrunk schedules of 3 faults or fewer.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import statistics
@@ -62,14 +67,20 @@ def _explore(defect: str, seed: int, args: argparse.Namespace, store: Path) -> d
             "run_dir": found.group(1) if found else None}  # fmt: skip
 
 
-def _shrink(run_dir: str, workers: int) -> str:
-    out, wall = _cli("shrink", run_dir, "--workers", str(workers))
-    m = re.search(r"shrunk: faults (\d+) -> (\d+) .*ops (\d+) -> (\d+)", out)
+def _shrink(run_dir: str, args: argparse.Namespace) -> tuple[str, dict[str, object]]:
+    out, wall = _cli("shrink", run_dir, "--workers", str(args.workers),
+                     "--max-runs", str(args.shrink_max_runs))  # fmt: skip
+    m = re.search(r"shrunk: faults (\d+) -> (\d+) .*ops (\d+) -> (\d+); (\d+) runs", out)
     if m is None:
-        return "shrink failed: " + out.strip().splitlines()[-1][:60]
-    still = "still fails" in out
-    return (f"faults {m.group(1)} -> {m.group(2)}, ops {m.group(3)} -> {m.group(4)}"
-            f"{'' if still else ' (NOT reproduced)'} in {wall:.0f} s")  # fmt: skip
+        return "shrink failed: " + out.strip().splitlines()[-1][:60], {"shrink_error": out[-2000:]}
+    still = "check: the shrunk plan still fails" in out
+    faults, ops = (int(m.group(1)), int(m.group(2))), (int(m.group(3)), int(m.group(4)))
+    runs = int(m.group(5))
+    steps = re.findall(r"^step (\S+): kept: (.*) \(", out, re.M)
+    text = (f"faults {faults[0]} -> {faults[1]}, ops {ops[0]} -> {ops[1]}"
+            f"{'' if still else ' (NOT reproduced)'}, {runs} runs in {wall:.0f} s")  # fmt: skip
+    return text, {"faults": faults, "ops": ops, "shrink_runs": runs, "shrink_wall_s": wall,
+                  "reproduced": still, "kept_steps": steps}  # fmt: skip
 
 
 def main() -> int:
@@ -80,6 +91,8 @@ def main() -> int:
     p.add_argument("--budget", default="40 runs")
     p.add_argument("--defects", help="comma-separated subset (default: every defect)")
     p.add_argument("--no-shrink", action="store_true")
+    p.add_argument("--shrink-max-runs", type=int, default=300)
+    p.add_argument("--out", type=Path, help="append each defect's row here (JSON lines)")
     args = p.parse_args()
     defects = args.defects.split(",") if args.defects else [*FAILPOINTS, *BUGS]
     root = Path(tempfile.mkdtemp(prefix="bench-explore-"))
@@ -93,10 +106,16 @@ def main() -> int:
             hits = [t for t in trials if t["run_dir"]]
             runs = statistics.median(t["runs"] for t in hits) if hits else float("nan")  # type: ignore[misc]
             wall = statistics.median(t["wall"] for t in hits) if hits else float("nan")  # type: ignore[misc]
-            shrunk = "-" if args.no_shrink or not hits else _shrink(str(hits[0]["run_dir"]),
-                                                                    args.workers)  # fmt: skip
+            shrunk, facts = "-", {}
+            if not args.no_shrink and hits:
+                shrunk, facts = _shrink(str(hits[0]["run_dir"]), args)
             print(f"{defect:<42} {len(hits):>3}/{args.repeats:<2} {runs:>10} {wall:>12.0f}  "
                   f"{shrunk}", flush=True)  # fmt: skip
+            if args.out is not None:
+                row = {"defect": defect, "trials": [{k: t[k] for k in ("runs", "wall")}
+                                                    for t in trials], **facts}  # fmt: skip
+                with args.out.open("a") as fh:
+                    fh.write(json.dumps(row) + "\n")
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0

@@ -41,7 +41,15 @@ from harness.commands_run import _positive, add_plan_flags, plan_from_args, run_
 from harness.coverage import Coverage
 from harness.dbs.registry import SYSTEMS
 from harness.explore import RunSummary, choose, explored_plan, play
-from harness.shrink import Shrinker, ShrinkError, faults_of, target_of
+from harness.shrink import (
+    MAX_RUNS,
+    Shrinker,
+    ShrinkError,
+    Step,
+    emitted_numbers,
+    summary_of,
+    target_of,
+)
 from harness.store import DEFAULT_ROOT
 
 COVERAGE_FILE = Path("explore") / "coverage.json"
@@ -241,21 +249,30 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
                 "--backend sim) and shrink that run if it fails"
             )
         target = target_of(run_dir)
-        faults = faults_of(run_dir, plan)
+        start = summary_of(run_dir, plan)
     except ShrinkError as exc:
         raise CliError(str(exc)) from None
     store = args.store or run_dir.resolve().parent.parent
     started = time.monotonic()
+    faults = start.fault_kinds
     print(
         f"shrink: keeping {target[0]} ({target[1]}); {len(faults)} faults, workloads "
-        f"{'+'.join(plan.workload)}, {plan.time_limit_s:g} s",
+        f"{'+'.join(plan.workload)}, {plan.time_limit_s:g} s, {start.ops} ops; "
+        f"at most {args.max_runs} runs",
         flush=True,
     )
 
     def on_run(s: RunSummary, kept: bool) -> None:
         print(
-            f"  run {shrinker.runs}: seed {s.seed} {'still fails' if kept else 'passes or differs'}"
-            f" ({s.wall_s:.0f} s)",
+            f"  run {shrinker.runs}: {len(s.fault_kinds)} faults, {s.ops} ops: "
+            f"{'still fails' if kept else 'passes or differs'} ({s.wall_s:.0f} s)",
+            flush=True,
+        )
+
+    def on_step(step: Step) -> None:
+        print(
+            f"step {step.name}: {'kept' if step.kept else 'no change'}: {step.note} "
+            f"({step.candidates} candidates, {step.runs} new runs)",
             flush=True,
         )
 
@@ -263,13 +280,15 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"faultline-shrink-{os.getpid()}"
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        shrinker = Shrinker(plan, target, pool, scratch, on_run)
-        small = shrinker.shrink(faults)
+        shrinker = Shrinker(plan, target, pool, scratch, start, on_run, on_step, args.max_runs)
+        small = shrinker.shrink()
         small = msgspec.structs.replace(
             small, options={**small.options, "expect": {"checker": target[0], "rule": target[1]}}
         )
         out = args.out or run_dir / "shrunk.json"
         out.write_bytes(plans.dump(small))
+        log_path = out.with_name(out.stem + "-log.json")
+        log_path.write_bytes(msgspec.json.format(msgspec.json.encode(shrinker.log())) + b"\n")
         final = pool.submit(play, plans.dump(small), str(store), True).result()
     except KeyboardInterrupt:
         _stop_workers(pool)
@@ -277,13 +296,15 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(scratch, ignore_errors=True)  # the failing candidates' run dirs
-    kept = small.options.get("nemesis_keep") or []
-    before_ops = msgspec.json.decode((run_dir / "results.json").read_bytes()).get("ops")
+    kept = emitted_numbers(small, len(final.fault_kinds))
     print(
-        f"shrunk: faults {len(faults)} -> {len(kept)} {list(kept)}, workloads "
+        f"shrunk: faults {len(faults)} -> {len(final.fault_kinds)} "
+        f"({', '.join(final.fault_kinds) or 'none'}: numbers {kept} of its schedule), workloads "
         f"{len(plan.workload)} -> {len(small.workload)} ({'+'.join(small.workload)}), "
-        f"time {plan.time_limit_s:g} -> {small.time_limit_s:g} s, ops {before_ops} -> "
-        f"{final.ops}; {shrinker.runs} runs in {time.monotonic() - started:.0f} s"
+        f"time {plan.time_limit_s:g} -> {small.time_limit_s:g} s, rate {plan.rate_hz:g} -> "
+        f"{small.rate_hz:g} Hz, clients {plan.concurrency} -> {small.concurrency}, ops "
+        f"{start.ops} -> {final.ops}; {shrinker.runs} runs in "
+        f"{time.monotonic() - started:.0f} s (log: {log_path})"
     )
     still = target in final.failures
     print(
@@ -334,4 +355,10 @@ def add_parser(subparsers: Any) -> None:
     )
     s.add_argument("--out", type=Path, help="plan file to write (default RUN_DIR/shrunk.json)")
     s.add_argument("--store", type=Path, help="where the shrunk run goes (default: the run's)")
+    s.add_argument(
+        "--max-runs",
+        type=_positive(int, "--max-runs"),
+        default=MAX_RUNS,
+        help=f"most candidate runs the search plays (default {MAX_RUNS})",
+    )
     s.set_defaults(func=_shrink_cmd)

@@ -38,7 +38,7 @@ import msgspec
 
 from harness import plan as plans
 from harness.coverage import ROLES_OF, TIMER, Cell, Coverage, cells_of_history
-from nemesis.generator import EXTRA_KINDS, MIX_TARGETS, PHASES, PRIMITIVES
+from nemesis.generator import EXTRA_KINDS, HEAL_OF, MIX_TARGETS, PHASES, PRIMITIVES
 
 CANDIDATES = 8  # swarm configurations a steered seed chooses among
 
@@ -122,6 +122,31 @@ class RunSummary:
     cells: list[Cell] = field(default_factory=list)
     failures: list[tuple[str, str]] = field(default_factory=list)  # (checker, rule)
     error: str | None = None
+    fault_kinds: list[str] = field(default_factory=list)  # of each fault the schedule emitted
+    faults_end_s: float = 0.0  # when the last fault's heal completed (history time)
+
+
+def faults_in_history(path: Path) -> tuple[list[str], float]:
+    """The kinds of the faults a history's schedule emitted, in order, and the
+    history time (s) at which the last of them was healed: what shrink counts
+    as a schedule's length, and where a shorter time limit may cut it."""
+    kinds: list[str] = []
+    end_ns = 0
+    heals = set(HEAL_OF.values())
+    with path.open("rb") as fh:
+        for line in fh:
+            if b'"process":"nemesis"' not in line:
+                continue
+            try:
+                op = msgspec.json.decode(line)
+            except msgspec.DecodeError:
+                continue  # a torn last line
+            f = op.get("f")
+            if f in HEAL_OF and op.get("type") == "invoke":
+                kinds.append(str(f))
+            if f in HEAL_OF or f in heals:
+                end_ns = max(end_ns, int(op.get("time") or 0))
+    return kinds, end_ns / 1e9
 
 
 def failures_of(results: dict[str, Any]) -> list[tuple[str, str]]:
@@ -151,9 +176,9 @@ def play(plan_bytes: bytes, store: str, keep_valid: bool = False) -> RunSummary:
         sim_s = next(
             (float(n.split()[1]) for n in outcome.notes if n.startswith("simulated ")), 0.0
         )
-        cells = (
-            cells_of_history(path / "history.jsonl") if (path / "history.jsonl").is_file() else []
-        )
+        history = path / "history.jsonl"
+        cells = cells_of_history(history) if history.is_file() else []
+        fault_kinds, faults_end_s = faults_in_history(history) if history.is_file() else ([], 0.0)
         kept = ""
         if keep_valid or outcome.result.valid is not True:
             dest = Path(store) / path.parent.name / path.name
@@ -171,6 +196,8 @@ def play(plan_bytes: bytes, store: str, keep_valid: bool = False) -> RunSummary:
             cells=cells,
             failures=failures_of(results),
             error=outcome.error,
+            fault_kinds=fault_kinds,
+            faults_end_s=faults_end_s,
         )
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
