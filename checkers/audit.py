@@ -13,13 +13,21 @@ share the harness's monotonic clock (the simulator; Docker, one kernel),
 `mono_origin_ns` plus the event's `mono_ns`, against the history's zero)
 and keeps the node's own reading as `node_wall`. A clock fault moves a
 node's wall clock, never the monotonic one, so two nodes' events stay in
-real-time order under skew. Runs without the fields (older runs, SSH hosts
-with clocks of their own) keep the nodes' walls.
+real-time order under skew. SSH hosts have clocks of their own: there the
+harness measures each node's offset (harness.clock_offsets, Jepsen-style
+midpoint of a round trip) at the start and after each restart, and the
+event's wall less its node's offset is the instant. Runs without these
+fields (older runs) keep the nodes' walls; the report says so.
+
+`run_clock` is the one mapping of an event to history time (ns since the
+history's zero) for every reader; nothing else converts clocks.
 """
 
 from __future__ import annotations
 
+import calendar
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeGuard
@@ -75,15 +83,25 @@ def load_audit(run_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]
 
 
 def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any]) -> int:
-    """Sets `wall` from the shared monotonic clock (module doc); how many events moved.
+    """Sets each event's `wall` to the instant on the harness's clock (module doc),
+    keeping the node's reading as `node_wall`; returns how many events moved.
 
-    A process's first event carries `mono_origin_ns`; the events after it,
-    up to the next process's first, are that process's. Events of a process
-    whose origin is unknown keep their wall.
+    Shared monotonic clock (sim, Docker): a process's first event carries
+    `mono_origin_ns`; the events after it, up to the next process's first,
+    are that process's. Otherwise (SSH hosts), by the node's measured clock
+    offset (`clock_offsets`, harness.clock_offsets), the reading nearest the
+    event. Events of a process whose origin is unknown, or of a node never
+    measured, keep their wall.
     """
     zero_wall, zero_mono = timeline.get("history_zero_wall"), timeline.get("history_zero_mono_ns")
-    if not timeline.get("shared_monotonic") or not is_number(zero_wall) or not is_number(zero_mono):
-        return 0
+    if timeline.get("shared_monotonic") and is_number(zero_wall) and is_number(zero_mono):
+        return _place_by_monotonic(audit, zero_wall, zero_mono)
+    readings = timeline.get("clock_offsets")
+    return _place_by_offsets(audit, readings) if isinstance(readings, list) else 0
+
+
+def _place_by_monotonic(audit: dict[str, list[dict[str, Any]]], zero_wall: float,
+                        zero_mono: float) -> int:  # fmt: skip
     placed = 0
     for events in audit.values():
         origin: int | float | None = None
@@ -95,6 +113,30 @@ def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any
                 continue
             ev["node_wall"] = ev.get("wall")
             ev["wall"] = zero_wall + (origin + mono - zero_mono) / NS_PER_S
+            placed += 1
+    return placed
+
+
+def _place_by_offsets(audit: dict[str, list[dict[str, Any]]], readings: list[Any]) -> int:
+    """wall - offset, the offset of the node's reading nearest the event (by the
+    node's own clock: the reading's harness time plus its offset)."""
+    by_node: dict[str, list[tuple[float, float]]] = {}  # node -> (node clock at reading, offset)
+    for r in readings:
+        at, offset = (r.get("harness_wall"), r.get("offset_s")) if isinstance(r, dict) else (0, 0)
+        if isinstance(r, dict) and is_number(at) and is_number(offset):
+            by_node.setdefault(str(r.get("node")), []).append((at + offset, offset))
+    placed = 0
+    for node, events in audit.items():
+        mine = by_node.get(node)
+        if not mine:
+            continue
+        for ev in events:
+            wall = ev.get("wall")
+            if not is_number(wall):
+                continue
+            _, offset = min(mine, key=lambda m: abs(m[0] - wall))
+            ev["node_wall"] = wall
+            ev["wall"] = wall - offset
             placed += 1
     return placed
 
@@ -128,6 +170,32 @@ def load_timeline(run_dir: str | os.PathLike[str]) -> float | None:
     harness writes it as the workload starts); None without a readable one."""
     zero = _timeline_doc(run_dir).get("history_zero_wall")
     return float(zero) if isinstance(zero, int | float) and not isinstance(zero, bool) else None
+
+
+def history_zero(run_dir: str | os.PathLike[str]) -> float | None:
+    """The Unix time of the history's zero: timeline.json's anchor, else (runs
+    from before timeline.json) the run dir's name stamp `YYYYmmddTHHMMSS-seed`,
+    which was taken before setup and so is early by however long setup took;
+    None if neither is readable."""
+    zero = load_timeline(run_dir)
+    if zero is not None:
+        return zero
+    try:
+        stamp = time.strptime(Path(run_dir).name.split("-", 1)[0], "%Y%m%dT%H%M%S")
+    except ValueError:
+        return None
+    return float(calendar.timegm(stamp))
+
+
+def run_clock(
+    run_dir: str | os.PathLike[str], audit: dict[str, list[dict[str, Any]]]
+) -> Callable[[dict[str, Any]], int]:
+    """THE mapping of a run's audit event to history time (ns since the history's
+    zero) that the checkers' callers, the report and the lake use: the event's
+    `wall` (placed by `load_audit`) against `history_zero`; where walls are not
+    Unix time, the event's `mono_ns` (the simulator's runs before timeline.json)."""
+    by_wall = history_clock(history_zero(run_dir), audit)
+    return by_wall if by_wall is not None else (lambda ev: int(ev.get("mono_ns") or 0))
 
 
 def history_clock(

@@ -14,7 +14,11 @@ Theory of operation (Jepsen's `core/run!`). In order:
 4. the main phase: one `Interpreter` runs the client (register), admin
    (change-peers) and nemesis generators for `time_limit_s`, while a
    `PhaseWatcher` tails the nodes' audit logs and feeds the phase-triggered
-   nemesis; every event goes to history.jsonl as it happens;
+   nemesis; every event goes to history.jsonl as it happens. As it starts,
+   timeline.json records the clock contract (docs/events.md, "Placed
+   walls"): the history's zero on the harness's wall and monotonic clocks,
+   and each node's clock offset, measured again after every restart op
+   and at the end (harness.clock_offsets);
 5. `heal-all` (a nemesis op, so the history records it), the database
    awaited healthy again (for ember with a zone: every rebalance finished),
    a quiet period, then one final read per key;
@@ -51,6 +55,7 @@ from checkers.sim import load_sim_report
 from harness import plan as plans
 from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
+from harness.clock_offsets import OffsetRecorder
 from harness.control import Control, ControlError
 from harness.db import DB, DBError
 from harness.dbs import PhaseSource, System, first_line, register_keys
@@ -177,7 +182,11 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     kinds, workers, clients = p.system.workers(p.plan, p.db, p.control, nem)
     notes: list[str] = []
 
+    offsets: OffsetRecorder | None = None
+
     def on_event(e: dict[str, Any]) -> None:
+        if offsets is not None and e["kind"] == "nemesis":
+            offsets.after(e["f"], e["type"])
         if e["kind"] == "client":
             setattr(p.status, e["type"], getattr(p.status, e["type"]) + 1)
         elif e["kind"] == "admin":
@@ -191,10 +200,13 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     # (the interpreter's clock starts now), so the report places them where they happened.
     # Nodes on this kernel (Docker) or in the simulator share our monotonic clock:
     # its reading places their events even while a clock fault moves their wall
-    # clocks (checkers.audit.place_events).
+    # clocks (checkers.audit.place_events). SSH hosts have clocks of their own: each
+    # node's offset is measured now and after every restart (harness.clock_offsets).
     anchor = {"history_zero_wall": time.time(), "history_zero_mono_ns": time.monotonic_ns(),
               "shared_monotonic": p.plan.backend in ("sim", "docker")}  # fmt: skip
     p.run.timeline.write_bytes(msgspec.json.encode(anchor) + b"\n")
+    offsets = OffsetRecorder(p.control, [n.name for n in p.nodes], p.run.timeline, anchor)
+    offsets.measure_all("start")
 
     def on_phase(obs: dict[str, Any]) -> None:
         interp.observe("phase", obs)
@@ -221,6 +233,9 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
             await wait_healthy(p.db, names, HEALTHY_TIMEOUT_S)
         except DBError as exc:
             notes.append(f"after healing: {exc}")
+        offsets.join()
+        await asyncio.to_thread(offsets.measure_all, "end")
+        notes += [f"clock offset not measured: {e}" for e in offsets.errors]
         p.status.stage = "quiet"
         await asyncio.sleep(p.plan.quiet_s)
         p.status.stage = "final reads"

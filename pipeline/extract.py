@@ -12,23 +12,24 @@ job records it instead of failing. A run that crashed before it was checked
 (no results.json, perhaps a torn last history line) is not malformed: it is
 ingested with the verdict "crashed".
 
-Audit times (`mono_ns`) are taken to share the history's clock (ns since the
-run started): true in the simulator; on real clusters the runner starts
-nodes within a second of the run, which is finer than the phases we label.
+Audit events are placed on the history's clock by `checkers.audit.run_clock`,
+the one mapping the checkers and the report use too (docs/events.md, "Placed
+walls"): a node's `mono_ns` counts from its own process's start and restarts
+at zero after a kill, so it is never read as history time here.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from checkers.api import UNKNOWN
-from checkers.audit import load_audit
+from checkers.audit import load_audit, run_clock
 from checkers.history import Event, HistoryError, Operation, iter_history, pair
 from checkers.stats import NS_PER_MS, change_windows, fault_windows, longest_gap
 
@@ -119,10 +120,17 @@ def _date(started: str) -> str:
 # --- audit events: phases, changes, rebalances --------------------------------
 
 
-def _audit_events(audit: dict[str, list[dict[str, Any]]] | None) -> list[dict[str, Any]]:
-    """Every node's audit events merged in time order."""
-    merged = [ev for events in (audit or {}).values() for ev in events]
-    return sorted(merged, key=lambda ev: int(ev.get("mono_ns") or 0))
+AT = "history_ns"  # set on each event by `audit_events`: its place on the history's clock
+
+
+def audit_events(at: Callable[[dict[str, Any]], int], audit: dict[str, list[dict[str, Any]]]
+                 ) -> list[dict[str, Any]]:  # fmt: skip
+    """Every node's audit events merged in history-time order, each with `AT`
+    (its time by `at`: checkers.audit.run_clock)."""
+    merged = [ev for events in audit.values() for ev in events]
+    for ev in merged:
+        ev[AT] = at(ev)
+    return sorted(merged, key=lambda ev: ev[AT])
 
 
 def phase_intervals(events: list[dict[str, Any]], end: int) -> list[tuple[str, int, int]]:
@@ -136,7 +144,7 @@ def phase_intervals(events: list[dict[str, Any]], end: int) -> list[tuple[str, i
     open_stage: dict[str, tuple[str, int]] = {}  # group -> (stage, since)
     open_key: dict[str, tuple[str, int]] = {}  # assignment key -> (phase, since)
     for ev in events:
-        t, kind, group = int(ev.get("mono_ns") or 0), ev.get("kind"), str(ev.get("group"))
+        t, kind, group = ev[AT], ev.get("kind"), str(ev.get("group"))
         if kind in ("change-stage", "change-done", "change-error"):
             if group in open_stage:
                 was, since = open_stage.pop(group)
@@ -167,7 +175,7 @@ def changes(events: list[dict[str, Any]], end: int) -> list[dict[str, Any]]:
         kind, token = ev.get("kind"), ev.get("token")
         if kind not in ("change-stage", "change-done", "change-error") or token is None:
             continue
-        t = int(ev.get("mono_ns") or 0)
+        t = ev[AT]
         if kind == "change-stage" and ev.get("stage") == "none":
             continue
         key = (str(ev.get("group")), str(token))
@@ -194,7 +202,7 @@ def rebalance_rows(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
         keys = sorted(str(k) for k in ev["keys"]) if isinstance(ev.get("keys"), dict) else None
         revision = ev.get("revision", ev.get("request_revision"))
         rows.append((
-            _opt(ev.get("node")), kind, int(ev.get("mono_ns") or 0), _opt(ev.get("zone")),
+            _opt(ev.get("node")), kind, ev[AT], _opt(ev.get("zone")),
             _opt(ev.get("partition")), keys, revision if isinstance(revision, int) else None,
             _opt(ev.get("direction")), _opt(ev.get("outcome")),
         ))  # fmt: skip
@@ -222,9 +230,11 @@ def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, 
         raise SkipRunError("no history.jsonl")
     events = _history(run_dir / "history.jsonl", crashed)
     try:
-        audit = _audit_events(load_audit(run_dir))
+        by_node = load_audit(run_dir) or {}
     except (HistoryError, OSError) as exc:
         raise SkipRunError(f"malformed audit log: {exc}") from None
+    at = run_clock(run_dir, by_node)  # the one mapping to history time (module doc)
+    audit = audit_events(at, by_node)
     started = run_dir.name.split("-", 1)[0]
     facts = _plan_facts(plan)
     part = (_date(started), _text(plan.get("workload")), _text(plan.get("nemesis")))
@@ -240,7 +250,7 @@ def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, 
         "faults": [],
         "changes": [],
         "rebalances": [(*keys, *r, *part) for r in rebalance_rows(audit)],
-        "anomalies": list(_anomaly_rows(results, keys, part)),
+        "anomalies": list(_anomaly_rows(results, keys, part, ops, at)),
     }
     for w in faults:
         on = sorted({p for p, s, e in phases if s <= w["end"] and w["start"] <= e}) or [IDLE]
@@ -295,16 +305,22 @@ def _operation_rows(
 
 
 def _anomaly_rows(
-    results: dict[str, Any], keys: tuple[str, str], part: tuple[str, ...]
-) -> Iterator[tuple[Any, ...]]:
+    results: dict[str, Any], keys: tuple[str, str], part: tuple[str, ...],
+    ops: list[Operation], at: Callable[[dict[str, Any]], int],
+) -> Iterator[tuple[Any, ...]]:  # fmt: skip
+    """One row per anomaly, at history time: its first op's invoke, else its last
+    audit event placed by `at` (checkers write `time` in their own units)."""
+    invoked = {op.invoke_index: op.invoke_time for op in ops}
     checkers = results.get("checkers")
     for name, res in sorted(checkers.items()) if isinstance(checkers, dict) else ():
         for a in (res.get("anomalies") or []) if isinstance(res, dict) else ():
             if not isinstance(a, dict):
                 continue
-            t = a.get("time")
+            times = [invoked[i] for i in a.get("ops") or [] if i in invoked]
+            events = [e for e in a.get("events") or [] if isinstance(e, dict) and "wall" in e]
+            t = times[0] if times else at(events[-1]) if events else None
             yield (*keys, str(name), str(a.get("kind")), str(a.get("message", "")),
-                   len(a.get("ops") or []), float(t) if isinstance(t, int | float) else None,
+                   len(a.get("ops") or []), float(t) if t is not None else None,
                    *part)  # fmt: skip
 
 

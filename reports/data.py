@@ -30,7 +30,7 @@ from typing import Any
 import msgspec
 
 from checkers import compose
-from checkers.audit import history_clock, load_timeline
+from checkers.audit import load_timeline, run_clock
 from checkers.history import Event, Operation, pair
 from checkers.stats import MEMBERSHIP_FS, change_windows, fault_windows, unapplied_faults
 from harness.store import RunDir
@@ -103,28 +103,19 @@ def load_run_data(path: Path) -> RunData:
 
 
 def run_start_wall(run: RunDir) -> float | None:
-    """The run's start as Unix seconds, from its dir's stamp; None if unparsable."""
+    """The run's start as Unix seconds, from its dir's stamp (the index shows it)."""
     try:
         return float(calendar.timegm(time.strptime(run.started, "%Y%m%dT%H%M%S")))
     except ValueError:
         return None
 
 
-def history_zero_wall(run: RunDir) -> float | None:
-    """The Unix time of the history's zero: timeline.json's anchor (the harness
-    wrote it as the workload started), else the run dir's stamp (older runs:
-    setup time before the workload shifts every audit event by that much)."""
-    zero = load_timeline(run.path)
-    return zero if zero is not None else run_start_wall(run)
-
-
 def audit_clock(
     run: RunDir, audit: dict[str, list[dict[str, Any]]]
 ) -> Callable[[dict[str, Any]], int]:
-    """A function placing an audit event on the history's clock (module doc):
-    checkers.audit.history_clock, else the node's own monotonic clock."""
-    by_wall = history_clock(history_zero_wall(run), audit)
-    return by_wall if by_wall is not None else (lambda ev: int(ev.get("mono_ns") or 0))
+    """Places an audit event on the history's clock: checkers.audit.run_clock,
+    the one mapping the checkers and the lake use too (module doc)."""
+    return run_clock(run.path, audit)
 
 
 def anomaly_times(data: RunData) -> list[tuple[int, str]]:

@@ -1,0 +1,97 @@
+"""Each node's wall-clock offset from the harness's, measured as Jepsen does.
+
+Why: on SSH hosts the nodes' clocks are their own (no shared monotonic
+clock, unlike the simulator and Docker), so an audit event's `wall` is
+placed on the harness's clock only by knowing how far the node's clock is
+off. `measure` reads the node's clock (`date +%s.%N`) over the open SSH
+connection and takes the midpoint of the harness's wall clock just before
+and after as the instant it was read: the offset is exact to within half
+the round trip, which is recorded with it.
+
+`OffsetRecorder` measures every node as the workload starts and again after
+each restart op (a node that was killed and started, or the final heal),
+in a thread so clients are not held up, and rewrites timeline.json with
+the list under `clock_offsets` after each round. checkers.audit.place_events
+uses the measurement nearest each event (docs/events.md, "Placed walls").
+Docker runs record them too, though their events are placed by the shared
+monotonic clock: there the offsets are ~0, which the Docker timeline test
+checks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+
+READ_CLOCK = "date +%s.%N"
+TIMEOUT_S = 5.0
+# The ops after which a node's process is new (nemesis.generator.HEAL_OF['kill'], the last heal).
+RESTART_FS = frozenset({"start", "heal-all"})
+
+
+class Runs(Protocol):
+    """What `measure` needs of harness.control.Control."""
+
+    def run(self, name: str, command: str, *, timeout_s: float = ..., check: bool = ...) -> Any: ...
+
+
+def measure(control: Runs, node: str, why: str) -> dict[str, Any]:
+    """One reading: the node's clock minus the harness's at the round trip's midpoint."""
+    before = time.time()
+    out = control.run(node, READ_CLOCK, timeout_s=TIMEOUT_S).stdout
+    after = time.time()
+    try:
+        node_wall = float(out.strip())
+    except ValueError:
+        raise ValueError(f"{node}: `{READ_CLOCK}` printed {out.strip()[:80]!r}") from None
+    middle = (before + after) / 2
+    return {"node": node, "harness_wall": round(middle, 6),
+            "offset_s": round(node_wall - middle, 6), "rtt_s": round(after - before, 6),
+            "why": why}  # fmt: skip
+
+
+class OffsetRecorder:
+    """Measures every node (module doc) and keeps timeline.json up to date."""
+
+    def __init__(self, control: Runs, nodes: Sequence[str], timeline: Path,
+                 anchor: dict[str, Any]) -> None:  # fmt: skip
+        self.control, self.nodes, self.timeline = control, list(nodes), timeline
+        self.anchor = anchor
+        self.readings: list[dict[str, Any]] = []
+        self.errors: list[str] = []
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+
+    def measure_all(self, why: str) -> None:
+        """One reading of every node, then timeline.json rewritten; a node that
+        cannot be read is noted (its events keep their walls), never fatal."""
+        got = []
+        for node in self.nodes:
+            try:
+                got.append(measure(self.control, node, why))
+            except Exception as exc:  # a node down mid-run: the next round reads it
+                with self._lock:
+                    self.errors.append(f"{node} ({why}): {exc}")
+        with self._lock:
+            self.readings.extend(got)
+            doc = {**self.anchor, "clock_offsets": self.readings}
+            tmp = self.timeline.with_suffix(".tmp")
+            tmp.write_bytes(msgspec.json.encode(doc) + b"\n")
+            tmp.replace(self.timeline)
+
+    def after(self, f: str, type_: str) -> None:
+        """Called on each completed op: a restart op gets a round in a thread."""
+        if f in RESTART_FS and type_ in ("ok", "info"):
+            thread = threading.Thread(target=self.measure_all, args=(f"after {f}",), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def join(self, timeout_s: float = 2 * TIMEOUT_S) -> None:
+        """Waits for the rounds still running (the run is ending)."""
+        for thread in self._threads:
+            thread.join(timeout_s)
