@@ -47,6 +47,7 @@ from harness.shrink import (
     ShrinkError,
     Step,
     emitted_numbers,
+    onset_of,
     summary_of,
     target_of,
 )
@@ -280,7 +281,8 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"faultline-shrink-{os.getpid()}"
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        shrinker = Shrinker(plan, target, pool, scratch, start, on_run, on_step, args.max_runs)
+        shrinker = Shrinker(plan, target, pool, scratch, start, on_run, on_step, args.max_runs,
+                            onset_s=onset_of(run_dir, target))  # fmt: skip
         small = shrinker.shrink()
         small = msgspec.structs.replace(
             small, options={**small.options, "expect": {"checker": target[0], "rule": target[1]}}

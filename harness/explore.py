@@ -123,14 +123,16 @@ class RunSummary:
     failures: list[tuple[str, str]] = field(default_factory=list)  # (checker, rule)
     error: str | None = None
     fault_kinds: list[str] = field(default_factory=list)  # of each fault the schedule emitted
+    fault_starts_s: list[float] = field(default_factory=list)  # when each was invoked
     faults_end_s: float = 0.0  # when the last fault's heal completed (history time)
 
 
-def faults_in_history(path: Path) -> tuple[list[str], float]:
-    """The kinds of the faults a history's schedule emitted, in order, and the
-    history time (s) at which the last of them was healed: what shrink counts
-    as a schedule's length, and where a shorter time limit may cut it."""
+def faults_in_history(path: Path) -> tuple[list[str], list[float], float]:
+    """The kinds of the faults a history's schedule emitted, in order, when
+    each was invoked (history s), and when the last of them was healed: what
+    shrink counts as a schedule's length, and where it may cut it."""
     kinds: list[str] = []
+    starts: list[float] = []
     end_ns = 0
     heals = set(HEAL_OF.values())
     with path.open("rb") as fh:
@@ -141,12 +143,13 @@ def faults_in_history(path: Path) -> tuple[list[str], float]:
                 op = msgspec.json.decode(line)
             except msgspec.DecodeError:
                 continue  # a torn last line
-            f = op.get("f")
+            f, at = op.get("f"), int(op.get("time") or 0)
             if f in HEAL_OF and op.get("type") == "invoke":
                 kinds.append(str(f))
+                starts.append(at / 1e9)
             if f in HEAL_OF or f in heals:
-                end_ns = max(end_ns, int(op.get("time") or 0))
-    return kinds, end_ns / 1e9
+                end_ns = max(end_ns, at)
+    return kinds, starts, end_ns / 1e9
 
 
 def failures_of(results: dict[str, Any]) -> list[tuple[str, str]]:
@@ -178,7 +181,9 @@ def play(plan_bytes: bytes, store: str, keep_valid: bool = False) -> RunSummary:
         )
         history = path / "history.jsonl"
         cells = cells_of_history(history) if history.is_file() else []
-        fault_kinds, faults_end_s = faults_in_history(history) if history.is_file() else ([], 0.0)
+        fault_kinds, fault_starts_s, faults_end_s = (
+            faults_in_history(history) if history.is_file() else ([], [], 0.0)
+        )
         kept = ""
         if keep_valid or outcome.result.valid is not True:
             dest = Path(store) / path.parent.name / path.name
@@ -197,6 +202,7 @@ def play(plan_bytes: bytes, store: str, keep_valid: bool = False) -> RunSummary:
             failures=failures_of(results),
             error=outcome.error,
             fault_kinds=fault_kinds,
+            fault_starts_s=fault_starts_s,
             faults_end_s=faults_end_s,
         )
     finally:

@@ -11,6 +11,8 @@ shorter run never reached is not counted as a fault.
 
 The steps, each logged with the candidates it played (`Step`):
 
+0. `onset`: where the anomaly carries a time (`onset_of`), one round that
+   drops the faults begun after it and the time past it.
 1. `faults`: Zeller and Hildebrandt's ddmin ("Simplifying and Isolating
    Failure-Inducing Input", TSE 2002) over the fault numbers. The plan's
    `nemesis_keep` names the faults of the seeded schedule to apply
@@ -65,6 +67,7 @@ GAP_SCALES = (0.5, 0.25)  # `earlier`: the quiet gaps between faults, scaled
 MIN_RATE_HZ = 5.0  # `op-mix` halves the client rate down to this
 MAX_RUNS = 300  # the default budget of one shrink
 TIME_ROUNDS = 3  # bisection rounds of one `time` step
+ONSET_MARGIN_S = 2.0  # `onset`: the time limit it tries lies this far past the anomaly
 Target = tuple[str, str]
 
 
@@ -98,25 +101,46 @@ def emitted_numbers(plan: plans.Plan, emitted: int) -> list[int]:
 
 def faults_of(run_dir: Path, plan: plans.Plan) -> list[int]:
     """The numbers of the faults the run's schedule emitted, in order."""
-    kinds, _ = faults_in_history(run_dir / "history.jsonl")
+    kinds, _, _ = faults_in_history(run_dir / "history.jsonl")
     return emitted_numbers(plan, len(kinds))
 
 
 def summary_of(run_dir: Path, plan: plans.Plan) -> RunSummary:
     """What shrink needs to know of the failing run it starts from."""
-    kinds, end_s = faults_in_history(run_dir / "history.jsonl")
+    kinds, starts, end_s = faults_in_history(run_dir / "history.jsonl")
     results = msgspec.json.decode((run_dir / "results.json").read_bytes())
     return RunSummary(
-        seed=plan.seed,
-        valid=results.get("valid"),
-        exit_code=1,
-        run_dir=str(run_dir),
-        sim_s=0.0,
-        wall_s=0.0,
-        ops=int(results.get("ops") or 0),
-        fault_kinds=kinds,
-        faults_end_s=end_s,
-    )
+        seed=plan.seed, valid=results.get("valid"), exit_code=1, run_dir=str(run_dir),
+        sim_s=0.0, wall_s=0.0, ops=int(results.get("ops") or 0), fault_kinds=kinds,
+        fault_starts_s=starts, faults_end_s=end_s,
+    )  # fmt: skip
+
+
+def onset_of(run_dir: Path, target: Target) -> float | None:
+    """When the target anomaly happened, in history seconds, where its checker
+    says and the nodes share the harness's monotonic clock (the simulator):
+    the latest audit event an anomaly cites (`mono_ns`), or the `sim`
+    checker's time in simulated seconds. A hint: shrink plays a candidate
+    cut there and keeps it only if it still fails."""
+    try:
+        results = msgspec.json.decode((run_dir / "results.json").read_bytes())
+        zero = msgspec.json.decode((run_dir / "timeline.json").read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return None
+    zero_ns = zero.get("history_zero_mono_ns") if isinstance(zero, dict) else None
+    if not isinstance(zero_ns, int) or not zero.get("shared_monotonic"):
+        return None
+    checker = (results.get("checkers") or {}).get(target[0]) or {}
+    times = []
+    for a in checker.get("anomalies") or []:
+        if a.get("kind") != target[1]:
+            continue
+        monos = [e["mono_ns"] for e in a.get("events") or [] if isinstance(e.get("mono_ns"), int)]
+        if monos:
+            times.append((max(monos) - zero_ns) / 1e9)
+        elif isinstance(a.get("time"), (int, float)) and a["time"] < 1e6:  # simulated seconds
+            times.append(float(a["time"]) - zero_ns / 1e9)
+    return min(times) if times else None
 
 
 def ddmin(items: list[int], fails: Callable[[list[list[int]]], int | None]) -> list[int]:
@@ -186,10 +210,11 @@ class Shrinker:
         on_step: Callable[[Step], None] = lambda s: None,
         max_runs: int = MAX_RUNS,
         player: Callable[[bytes, str], RunSummary] = play,  # tests pass a model of a run
+        onset_s: float | None = None,
     ) -> None:
         self.base, self.target, self.pool, self.store = base, target, pool, store
         self.on_run, self.on_step, self.max_runs = on_run, on_step, max_runs
-        self.player = player
+        self.player, self.onset_s = player, onset_s
         self.runs = 0
         self.steps: list[Step] = []
         self._seen: dict[bytes, RunSummary | None] = {}  # None: not kept
@@ -222,7 +247,8 @@ class Shrinker:
 
     def _take(self, plan: plans.Plan) -> bool:
         """Make `plan` the current one if it (still) fails the same way."""
-        found = self._plays([plan])[0]
+        key = plans.dump(plan)
+        found = self._seen[key] if key in self._seen else self._plays([plan])[0]
         if found is None:
             return False
         self.plan, self.now = plan, found
@@ -263,6 +289,7 @@ class Shrinker:
     # -- the steps (module doc) -----------------------------------------
 
     def shrink(self) -> plans.Plan:
+        self.step_onset()
         self.step_faults()
         self.step_time()
         self.step_workloads()
@@ -278,6 +305,29 @@ class Shrinker:
             if not changed or not self.budget_left:
                 break
         return self.plan
+
+    def step_onset(self) -> bool:
+        """One run that drops the faults begun after the anomaly and the time
+        past it: cheap, and every later candidate is shorter for it."""
+        self._begin("onset")
+        if self.onset_s is None:
+            return self._end("the anomaly carries no time", False)
+        starts = self.now.fault_starts_s
+        before = [n for n, at in zip(self.keep, starts, strict=False) if at <= self.onset_s]
+        t = max(MIN_TIME_S, math.ceil((self.onset_s + ONSET_MARGIN_S) * 2) / 2)
+        if MIX in self.plan.nemesis and before:
+            t = max(t, MIN_CYCLE_S * max(before))
+        cands = []
+        if t < self.plan.time_limit_s:
+            cut = msgspec.structs.replace(self.plan, time_limit_s=t)
+            cands.append(self.with_faults(cut, before))
+        if len(before) < len(self.keep):
+            cands.append(self.with_faults(self.plan, before))
+        hit = self.first_failing(cands)
+        ok = hit is not None and self._take(cands[hit])
+        note = (f"anomaly at {self.onset_s:.1f} s, after {len(before)} of {len(starts)} faults "
+                f"began: {len(self.keep)} faults, {self.plan.time_limit_s:g} s")  # fmt: skip
+        return self._end(note, ok)
 
     def step_faults(self) -> bool:
         self._begin("faults")

@@ -44,13 +44,16 @@ def _player(fails: Fails, played: list[plans.Plan]) -> Callable[[bytes, str], Ru
             ops=int(plan.rate_hz * plan.time_limit_s),
             failures=[] if rule is None else [(TARGET[0], rule)],
             fault_kinds=[_kind(plan, n) for n in emitted],
+            fault_starts_s=[2.0 * n for n in emitted],
             faults_end_s=2.0 * max(emitted, default=0) + 1.0,
         )  # fmt: skip
 
     return play
 
 
-def _shrink(fails: Fails, max_runs: int = 400) -> tuple[Shrinker, list[plans.Plan]]:
+def _shrink(
+    fails: Fails, max_runs: int = 400, onset_s: float | None = None
+) -> tuple[Shrinker, list[plans.Plan]]:
     base = plans.Plan(backend="sim", seed=9, time_limit_s=40.0)
     played: list[plans.Plan] = []
     player = _player(fails, played)
@@ -59,7 +62,7 @@ def _shrink(fails: Fails, max_runs: int = 400) -> tuple[Shrinker, list[plans.Pla
     played.clear()
     with ThreadPoolExecutor(2) as pool:
         shrinker = Shrinker(base, TARGET, pool, Path("/nonexistent"), start,
-                            max_runs=max_runs, player=player)  # fmt: skip
+                            max_runs=max_runs, player=player, onset_s=onset_s)  # fmt: skip
         shrinker.shrink()
     return shrinker, played
 
@@ -74,7 +77,8 @@ def test_subsets_find_two_faults_where_ddmin_stops_at_five() -> None:
     shrinker, _ = _shrink(lambda p, e: _rule({1, 2, 3, 4, 5} <= set(e) or e == [2, 4]))
     assert shrinker.keep == [2, 4]
     steps = [s.name for s in shrinker.steps if s.kept]
-    assert steps[0] == "faults" and "subsets" in steps
+    assert steps[0] == "faults"
+    assert "subsets" in steps
     assert shrinker.log()["faults"] == 2
 
 
@@ -83,13 +87,14 @@ def test_no_small_subset_is_said_so_and_the_ddmin_result_stays() -> None:
     assert shrinker.keep == [1, 2, 3, 4, 5]
     assert len(shrinker.keep) > GOAL_FAULTS
     subsets = next(s for s in shrinker.steps if s.name == "subsets")
-    assert not subsets.kept and "all 25 subsets" in subsets.note
+    assert not subsets.kept
+    assert "all 25 subsets" in subsets.note
     tried = {tuple(_emitted(p)) for p in played}
     assert all(c in tried for g in small_subsets([1, 2, 3, 4, 5], 3) for c in map(tuple, g))
 
 
 def test_earlier_faults_can_need_fewer_of_them() -> None:
-    """With the gaps halved, faults 1 and 3 suffice; at the plan's own gaps all of 1-5 are needed."""
+    """With the gaps halved, faults 1 and 3 suffice; at the plan's own gaps all of 1-5 do."""
 
     def fails(plan: plans.Plan, e: list[int]) -> str | None:
         if plan.options.get("nemesis_gap_s") == 3.0:
@@ -148,6 +153,20 @@ def test_the_run_budget_bounds_the_search() -> None:
     assert shrinker.runs <= 8
     assert len(played) == shrinker.runs
     assert {1, 2, 3, 4, 5} <= set(shrinker.keep)  # whatever it kept still fails
+
+
+def test_onset_cuts_the_faults_and_time_after_the_anomaly_in_one_round() -> None:
+    """The anomaly at 11 s: faults 1-5 began before it (fault n at 2n s); 2 and 4 are needed."""
+    fails: Fails = lambda p, e: _rule({2, 4} <= set(e) and p.time_limit_s >= 9)  # noqa: E731
+    shrinker, _ = _shrink(fails, onset_s=11.0)
+    onset = shrinker.steps[0]
+    assert (onset.name, onset.kept, onset.candidates) == ("onset", True, 2)  # one parallel round
+    assert "after 5 of 20 faults" in onset.note
+    assert "13 s" in onset.note
+    assert shrinker.keep == [2, 4]
+    wrong, _ = _shrink(lambda p, e: _rule({2, 15} <= set(e)), onset_s=11.0)
+    assert not wrong.steps[0].kept  # a hint that loses the failure is not taken
+    assert wrong.keep == [2, 15]
 
 
 @pytest.mark.parametrize(("low", "high", "want"), [
