@@ -40,6 +40,7 @@ _DECODER = msgspec.json.Decoder(dict[str, Any])
 NS_PER_S = 1_000_000_000
 UNIX_2001 = 1e9  # a `wall` above this is Unix time (or the simulator's virtual Unix clock)
 TIMELINE_FILE = "timeline.json"
+MAX_SLEW = 500e-6  # the most an NTP-disciplined clock slews (the kernel's limit), s per s
 
 
 def read_events(path: str | os.PathLike[str], node: str | None = None) -> list[dict[str, Any]]:
@@ -118,13 +119,16 @@ def _place_by_monotonic(audit: dict[str, list[dict[str, Any]]], zero_wall: float
 
 
 def _place_by_offsets(audit: dict[str, list[dict[str, Any]]], readings: list[Any]) -> int:
-    """wall - offset, the offset of the node's reading nearest the event (by the
-    node's own clock: the reading's harness time plus its offset)."""
-    by_node: dict[str, list[tuple[float, float]]] = {}  # node -> (node clock at reading, offset)
+    """wall - offset, by the node's reading with the smallest error bound for the
+    event: half its round trip plus what the clock may have slewed since
+    (MAX_SLEW, over the time between the reading and the event)."""
+    by_node: dict[str, list[tuple[float, float, float]]] = {}  # node -> (node clock, offset, rtt)
     for r in readings:
-        at, offset = (r.get("harness_wall"), r.get("offset_s")) if isinstance(r, dict) else (0, 0)
-        if isinstance(r, dict) and is_number(at) and is_number(offset):
-            by_node.setdefault(str(r.get("node")), []).append((at + offset, offset))
+        if not isinstance(r, dict):
+            continue
+        at, offset, rtt = r.get("harness_wall"), r.get("offset_s"), r.get("rtt_s", 0.0)
+        if is_number(at) and is_number(offset) and is_number(rtt):
+            by_node.setdefault(str(r.get("node")), []).append((at + offset, offset, rtt))
     placed = 0
     for node, events in audit.items():
         mine = by_node.get(node)
@@ -134,7 +138,7 @@ def _place_by_offsets(audit: dict[str, list[dict[str, Any]]], readings: list[Any
             wall = ev.get("wall")
             if not is_number(wall):
                 continue
-            _, offset = min(mine, key=lambda m: abs(m[0] - wall))
+            _, offset, _ = min(mine, key=lambda m: m[2] / 2 + MAX_SLEW * abs(m[0] - wall))
             ev["node_wall"] = wall
             ev["wall"] = wall - offset
             placed += 1
