@@ -75,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     bugs = ",".join(sorted(PLANTED_BUGS))
     p.add_argument("--planted-bugs", help=f"test-only core defects: {bugs}")
     p.add_argument(
+        "--no-pre-vote",
+        action="store_true",
+        help="campaign without asking first (Raft without Pre-Vote; TOML pre_vote = false)",
+    )
+    p.add_argument(
         "--unsafe-no-fsync",
         action="store_true",
         help="benchmarks only: skip fsync (acknowledged writes may be lost on a crash)",
@@ -97,7 +102,7 @@ def _merged(args: argparse.Namespace) -> dict[str, Any]:
         settings = {k.replace("-", "_"): v for k, v in settings.items()}
     for key, value in vars(args).items():
         if value is not None and key not in ("config", "log_level"):
-            if key == "unsafe_no_fsync" and not value:
+            if key in ("unsafe_no_fsync", "no_pre_vote") and not value:
                 continue
             settings[key] = value
     return settings
@@ -108,6 +113,10 @@ def _raft_config(s: dict[str, Any]) -> RaftConfig:
     for key, value in fields.items():
         if not isinstance(value, int) or isinstance(value, bool):
             raise ConfigError(f"{key} must be an integer")
+    pre_vote = s.get("pre_vote", True)
+    if not isinstance(pre_vote, bool):
+        raise ConfigError("pre_vote must be true or false")
+    fields["pre_vote"] = pre_vote and not s.get("no_pre_vote", False)
     bugs = s.get("planted_bugs", "")
     if isinstance(bugs, str):
         bugs = [b for b in bugs.split(",") if b]

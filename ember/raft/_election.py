@@ -1,10 +1,16 @@
 """Elections: timeouts, campaigns, votes, the leader lease and TimeoutNow.
 
 A follower campaigns when its randomized timeout (from the injected RNG)
-fires, if it is a voter. A voter that heard from a leader within the minimum
-election timeout ignores RequestVote (the lease), unless the vote is `force`d
-by a TimeoutNow. A joint configuration's election must be won in both
-halves. Lower-term senders get an answer carrying our term so they step down.
+fires, if it is a voter. With `pre_vote` (the default) it first asks the
+voters whether they WOULD vote for it at the next term (Raft thesis 9.6) and
+campaigns only once a quorum says yes: the question changes nobody's term, so
+a node cut off from the group stays at its term however often it times out,
+and rejoining does not depose a leader that kept working. A voter that heard
+from a leader within the minimum election timeout ignores RequestVote and
+Pre-Vote alike (the lease), unless the vote is `force`d by a TimeoutNow (which
+also skips the Pre-Vote: the leader asked for it). A joint configuration's
+election must be won in both halves. Lower-term senders get an answer
+carrying our term so they step down.
 """
 
 from __future__ import annotations
@@ -33,8 +39,24 @@ def tick_election(n: RawNode) -> None:
     if n._election_elapsed >= n._timeout:
         n._election_elapsed = 0
         n._timeout = n._random_timeout()
-        if n._is_promotable():
+        if not n._is_promotable():
+            return
+        if n.cfg.pre_vote:
+            pre_campaign(n)
+        else:
             campaign(n, force=False)
+
+
+def pre_campaign(n: RawNode) -> None:
+    """Ask every voter for a Pre-Vote at term + 1; our term and vote stay."""
+    n._set_leader(None)  # timed out: whatever leader we knew is no lease any more
+    n._votes = {n.id: True}
+    n._prevoting = True
+    n._emit("pre-campaign", pre_term=n.term + 1)
+    if quorum.joint_vote(n._vote_conf(), n._votes) == "won":
+        campaign(n, force=False)
+        return
+    _ask_voters(n, n.term + 1, force=False, pre=True)
 
 
 def campaign(n: RawNode, force: bool) -> None:
@@ -43,18 +65,63 @@ def campaign(n: RawNode, force: bool) -> None:
     if quorum.joint_vote(n._vote_conf(), n._votes) == "won":
         n._become_leader()
         return
+    _ask_voters(n, n.term, force=force, pre=False)
+
+
+def _ask_voters(n: RawNode, term: int, *, force: bool, pre: bool) -> None:
     for v in sorted(quorum.voters(n.conf) - {n.id}):
         n._msgs.append(
             RequestVote(
                 group=n.group,
                 src=n.id,
                 dst=v,
-                term=n.term,
+                term=term,
                 last_index=n.log.last_index,
                 last_term=n.log.last_term,
                 force=force,
+                pre=pre,
             )
         )
+
+
+def handle_pre_vote(n: RawNode, m: RequestVote) -> None:
+    """Say whether we would vote for `m.src` at `m.term`; change nothing of ours.
+
+    Inside the lease the question is ignored, as a RequestVote would be: the
+    leader we hear from is alive. A refusal carries our term, so a sender
+    behind the group learns the term and rejoins as a follower."""
+    if m.term > n.term and n._in_lease() and "ignore-vote-lease" not in n._bugs:
+        n._emit("vote-ignored", candidate=m.src, reason="leader-lease", pre=True)
+        return
+    would_vote = m.term > n.term or n.vote == m.src or (n.vote is None and n.leader is None)
+    granted = m.term >= n.term and would_vote and n.log.is_up_to_date(m.last_index, m.last_term)
+    if granted:
+        n._emit("pre-vote-granted", candidate=m.src, pre_term=m.term)
+    n._msgs.append(
+        RequestVoteResp(
+            group=n.group, src=n.id, dst=m.src, term=m.term if granted else n.term,
+            granted=granted, pre=True,
+        )
+    )  # fmt: skip
+
+
+def handle_pre_vote_resp(n: RawNode, m: RequestVoteResp) -> None:
+    """Count a Pre-Vote answer; a quorum of yes starts the real campaign.
+
+    A refusal from a higher term makes us a follower of that term (we were
+    behind); a late answer after we heard from a leader is dropped."""
+    if not m.granted and m.term > n.term:
+        n._become_follower(m.term, None, "higher-term")
+        return
+    if not n._prevoting or n.leader is not None or (m.granted and m.term != n.term + 1):
+        return
+    n._votes[m.src] = m.granted
+    result = quorum.joint_vote(n._vote_conf(), n._votes)
+    if result == "won":
+        campaign(n, force=False)
+    elif result == "lost":
+        n._prevoting = False
+        n._emit("pre-vote-lost", pre_term=n.term + 1)
 
 
 def handle_vote(n: RawNode, m: RequestVote) -> None:
@@ -107,7 +174,9 @@ def reply_stale(n: RawNode, msg: Message) -> None:
             )
         )
     elif isinstance(msg, RequestVote):
-        n._emit("vote-ignored", candidate=msg.src, reason="stale-term")
+        n._emit("vote-ignored", candidate=msg.src, reason="stale-term", pre=msg.pre)
         n._msgs.append(
-            RequestVoteResp(group=n.group, src=n.id, dst=msg.src, term=n.term, granted=False)
+            RequestVoteResp(
+                group=n.group, src=n.id, dst=msg.src, term=n.term, granted=False, pre=msg.pre
+            )
         )

@@ -44,6 +44,10 @@ class RaftConfig(msgspec.Struct, frozen=True, kw_only=True):
     catchup_max_retries: int = 3
     max_entries_per_append: int = 64
     max_inflight_appends: int = 4  # flow control per follower
+    # Ask the voters before campaigning (Raft thesis 9.6): a node cut off from
+    # the group no longer raises its term on every timeout, so healing it does
+    # not depose a working leader (L2; CI5's part-7, Docker seed 7's part-4).
+    pre_vote: bool = True
     planted_bugs: frozenset[str] = frozenset()  # test-only deliberate defects
 
     def __post_init__(self) -> None:

@@ -103,15 +103,23 @@ class AppendEntriesResp(_Msg, frozen=True, kw_only=True):
 
 class RequestVote(_Msg, frozen=True, kw_only=True):
     """`force` is set by a TimeoutNow-triggered election: it bypasses the
-    leader-lease check that makes voters ignore disruptive candidates."""
+    leader-lease check that makes voters ignore disruptive candidates.
+
+    `pre` marks a Pre-Vote (Raft thesis 9.6): `term` is the term the sender
+    WOULD campaign in; neither side changes its term or vote for it."""
 
     last_index: int
     last_term: int
     force: bool = False
+    pre: bool = False
 
 
 class RequestVoteResp(_Msg, frozen=True, kw_only=True):
+    """A granted Pre-Vote answer carries the asked term; a refused one the
+    voter's own, so a sender behind on terms learns where the group is."""
+
     granted: bool
+    pre: bool = False
 
 
 class InstallSnapshot(_Msg, frozen=True, kw_only=True):

@@ -9,7 +9,8 @@ choice comes from the injected `random.Random`, so a seed replays exactly.
 
 Roles change only in the `_become_*` methods. A follower that hears nothing
 from a leader for a randomized election timeout in [T, 2T) campaigns, unless
-it is not a voter of the configuration in force. While it has heard from a
+it is not a voter of the configuration in force, and (with `pre_vote`) only
+after a quorum answered a Pre-Vote for the next term. While it has heard from a
 leader within T ticks it ignores RequestVote (the leader lease), except a
 `force`d one that a TimeoutNow triggered. A configuration takes effect when
 its entry is appended (and rolls back if that entry is truncated); a joint
@@ -111,6 +112,7 @@ class RawNode:
         self.conf, self.conf_index, self.conf_token = fol.conf_at(self, self.log.last_index)
         self._prs: dict[NodeId, Progress] = {}
         self._votes: dict[NodeId, bool] = {}
+        self._prevoting = False  # a Pre-Vote round of ours is counting `_votes`
         self._election_elapsed = 0
         self._heartbeat_elapsed = 0
         self._timeout = self._random_timeout()
@@ -141,11 +143,21 @@ class RawNode:
         """Handle one message; messages for other groups or nodes are ignored."""
         if msg.group != self.group or msg.dst != self.id:
             return
+        # Pre-Vote questions and answers never move a term by themselves.
+        if isinstance(msg, RequestVote) and msg.pre:
+            if msg.term < self.term:
+                elec.reply_stale(self, msg)
+            else:
+                elec.handle_pre_vote(self, msg)
+            return
+        if isinstance(msg, RequestVoteResp) and msg.pre:
+            elec.handle_pre_vote_resp(self, msg)
+            return
         if msg.term > self.term:
             if isinstance(msg, RequestVote):
                 lease = not msg.force and self._in_lease()
                 if lease and "ignore-vote-lease" not in self._bugs:  # PLANTED BUG if not
-                    self._emit("vote-ignored", candidate=msg.src, reason="leader-lease")
+                    self._emit("vote-ignored", candidate=msg.src, reason="leader-lease", pre=False)
                     return
                 self._emit_vote_request(msg)
             is_leader_msg = isinstance(msg, AppendEntries | InstallSnapshot | TimeoutNow)
@@ -379,6 +391,7 @@ class RawNode:
         self._timeout = self._random_timeout()
         self._transferee = None
         self._votes = {}
+        self._prevoting = False
         _read.forget_pending(self)
         if self.role != "leader":
             self._prs = {}

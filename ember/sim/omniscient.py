@@ -261,7 +261,7 @@ class Omniscient:
         for msg in rd.messages:
             # One Ready can grant a vote and then move to a higher term, so the
             # hard state alone may hide a grant; the granted reply never lies.
-            if isinstance(msg, RequestVoteResp) and msg.granted:
+            if isinstance(msg, RequestVoteResp) and msg.granted and not msg.pre:
                 rec.votes[(msg.term, msg.src)] = msg.dst
         # A follower may write back entries it already holds (the leader's
         # append overlaps its log): the same (index, term) again is no

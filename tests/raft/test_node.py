@@ -72,8 +72,9 @@ def test_election_timeouts_come_from_the_injected_rng():
 
 
 def test_voters_ignore_request_vote_within_the_leader_lease():
-    """A follower that hears the leader ignores a higher-term RequestVote."""
-    net = Net(["n1", "n2", "n3"])
+    """A follower that hears the leader ignores a higher-term RequestVote (without
+    Pre-Vote, which would keep n3 from ever asking for a real vote here)."""
+    net = Net(["n1", "n2", "n3"], config=RaftConfig(election_timeout_ticks=10, pre_vote=False))
     net.elect("n1")
     net.partition(["n3"], ["n1"])
     net.tick(times=25)
