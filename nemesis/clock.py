@@ -7,14 +7,19 @@ LD_PRELOADed, reading its offset from `FAKETIME_FILE` on every call, the
 monotonic clock left alone as `date -s` or an NTP step would leave it).
 The fault rewrites that file on the target node: a `bump` writes one
 offset; a `strobe` runs a small shell loop that flips the offset ahead and
-behind every period (its pid in `STROBE_PID`). Healing kills the loop and
+behind every period; a `drift` runs a small Python loop that writes the
+offset a clock running at `rate` has gained since the fault began, every
+`DRIFT_STEP_S` (so the clock drifts in steps of at most 10 ms x |rate - 1|).
+The loop's pid is in `STROBE_PID`. Every write goes to a scratch file that
+is then renamed over the offset file, so libfaketime, which reads the file
+on every call, never sees it half written. Healing kills the loop and
 writes `+0`; `HEAL_CLOCK` does it whoever set it, so `heal_all` resets
 every node's clock too.
 
-A `drift` (a rate) is not applied here: libfaketime measures a rate from
-the process's start, so switching one on mid-run would first jump the
-clock by the whole run's worth. It completes `info`, not applied, with
-that reason; the simulator applies drifts exactly.
+libfaketime's own rate (`x2` in the offset) is not used: it counts the rate
+from when the process first read the clock, which the nemesis cannot know
+to better than about 0.1 s, so switching it on mid-run would first jump the
+clock; and a rate it was given stays after a later `+0`.
 """
 
 from __future__ import annotations
@@ -34,8 +39,23 @@ HEAL_CLOCK = (
 )
 
 
+DRIFT_STEP_S = 0.01
+# The drift loop (python3 is in the image; the loop itself is not under
+# libfaketime): argv is the offset file, the rate and the step.
+_DRIFT_LOOP = (
+    "import os, sys, time\n"
+    "path, rate, step = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])\n"
+    "start = time.monotonic()\n"
+    "while True:\n"
+    "    with open(path + '.tmp', 'w') as f:\n"
+    "        f.write('%+.3fs\\n' % ((rate - 1) * (time.monotonic() - start)))\n"
+    "    os.replace(path + '.tmp', path)\n"
+    "    time.sleep(step)\n"
+)
+
+
 class ClockFaultUnsupportedError(ValueError):
-    """The fault's mode cannot be applied to a real process (see the module doc)."""
+    """The fault's mode is not one this module knows (see the module doc)."""
 
 
 def faketime_prefix() -> str:
@@ -55,25 +75,36 @@ def _offset(seconds: float) -> str:
 def clock_fault(control: Runner, node: str, value: Mapping[str, Any]) -> Fault:
     """Move `node`'s ember clock as the op's value says (bump or strobe)."""
     mode = value.get("mode")
-    write = f"> {FAKETIME_FILE}"
     if mode == "bump":
         delta = float(value["delta_s"])
-        commands = [f"mkdir -p {STATE_DIR}", HEAL_CLOCK, f"echo {_offset(delta)} {write}"]
+        commands = [f"mkdir -p {STATE_DIR}", HEAL_CLOCK, _write(_offset(delta))]
         detail: dict[str, Any] = {"node": node, "mode": mode, "delta_s": delta}
     elif mode == "strobe":
         amp, period = abs(float(value["delta_s"])), float(value["period_s"])
-        loop = (f"while :; do echo {_offset(amp)} {write}; sleep {period:g}; "
-                f"echo {_offset(-amp)} {write}; sleep {period:g}; done")  # fmt: skip
+        loop = (f"while :; do {_write(_offset(amp))}; sleep {period:g}; "
+                f"{_write(_offset(-amp))}; sleep {period:g}; done")  # fmt: skip
         commands = [
             f"mkdir -p {STATE_DIR}",
             HEAL_CLOCK,
-            f"setsid nohup sh -c {shlex.quote(loop)} >/dev/null 2>&1 </dev/null & "
-            f"echo $! > {STROBE_PID}",
+            _in_background(f"sh -c {shlex.quote(loop)}"),
         ]
         detail = {"node": node, "mode": mode, "delta_s": amp, "period_s": period}
+    elif mode == "drift":
+        rate = float(value["rate"])
+        loop = (f"python3 -c {shlex.quote(_DRIFT_LOOP)} {FAKETIME_FILE} {rate!r} "
+                f"{DRIFT_STEP_S!r}")  # fmt: skip
+        commands = [f"mkdir -p {STATE_DIR}", HEAL_CLOCK, _in_background(loop)]
+        detail = {"node": node, "mode": mode, "rate": rate, "step_s": DRIFT_STEP_S}
     else:
-        raise ClockFaultUnsupportedError(
-            f"clock {mode} is not applied on real nodes: libfaketime counts a rate from the "
-            "process's start, so switching it on mid-run would jump the clock"
-        )
+        raise ClockFaultUnsupportedError(f"unknown clock fault mode {mode!r}")
     return apply(control, "clock", {node: commands}, {node: [HEAL_CLOCK]}, detail)
+
+
+def _write(offset: str) -> str:
+    """Replace the offset file whole (libfaketime may read it at any moment)."""
+    return f"echo {offset} > {FAKETIME_FILE}.tmp && mv -f {FAKETIME_FILE}.tmp {FAKETIME_FILE}"
+
+
+def _in_background(command: str) -> str:
+    """Start a loop that outlives this shell; its pid goes where heals look."""
+    return f"setsid nohup {command} >/dev/null 2>&1 </dev/null & echo $! > {STROBE_PID}"

@@ -1,6 +1,7 @@
 """nemesis.clock's shell commands, run for real by `sh` against a scratch
 state dir: a bump writes the offset libfaketime reads, a strobe flips it until
-healed, a heal (or heal_all's HEAL_CLOCK) puts +0 back, a drift is refused."""
+healed, a drift gains at its rate, a heal (or heal_all's HEAL_CLOCK) puts +0
+back."""
 
 from __future__ import annotations
 
@@ -68,9 +69,36 @@ def test_a_strobe_flips_until_healed(tmp_path: Path) -> None:
     assert not (tmp_path / "clock-strobe.pid").exists()
 
 
-def test_a_drift_is_refused_with_why(tmp_path: Path) -> None:
-    with pytest.raises(ClockFaultUnsupportedError, match="counts a rate from the process"):
-        clock_fault(LocalRunner(tmp_path), "n1", {"mode": "drift", "rate": 2.0})
+def _seconds(offset: str) -> float:
+    return float(offset.rstrip("s"))
+
+
+@pytest.mark.parametrize("rate", [2.0, 0.5])
+def test_a_drift_gains_at_its_rate_until_healed(tmp_path: Path, rate: float) -> None:
+    """The offset grows by (rate - 1) per second of real time, in small steps."""
+    runner = LocalRunner(tmp_path)
+    fault = clock_fault(runner, "n1", {"mode": "drift", "rate": rate})
+    try:
+        deadline = time.monotonic() + 20  # the loop's interpreter starts slowly under load
+        while not _offset(tmp_path) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        begun = time.monotonic()
+        first = _seconds(_offset(tmp_path))
+        time.sleep(1.0)
+        gained = _seconds(_offset(tmp_path)) - first
+        elapsed = time.monotonic() - begun
+    finally:
+        fault.heal(runner)
+    assert fault.as_value()["rate"] == rate
+    assert abs(gained - (rate - 1) * elapsed) < 0.1, (gained, elapsed)
+    time.sleep(0.2)
+    assert _offset(tmp_path) == "+0"
+    assert not (tmp_path / "clock-strobe.pid").exists()
+
+
+def test_an_unknown_mode_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ClockFaultUnsupportedError, match="unknown clock fault mode 'reset'"):
+        clock_fault(LocalRunner(tmp_path), "n1", {"mode": "reset"})
 
 
 def test_heal_all_resets_clocks_and_a_clock_run_starts_ember_under_libfaketime() -> None:
