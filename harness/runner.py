@@ -170,6 +170,7 @@ def _generators(
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
             only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
             targets=plan.options.get("nemesis_targets"), roles=system.roles,
+            clocks=clocks_movable(plan),
         )  # fmt: skip
     return system.generators(plan, db, gens)
 
@@ -301,7 +302,7 @@ def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[
         record.open(run.path / journal.FILE_NAME, running_dir=home.root / journal.RUNNING_DIR)
         record.start(plan.backend, getattr(backend, "name", None), nodes)
         # Clock faults move ember's clock through libfaketime (nemesis.clock).
-        clock = {"faketime": True} if "clock" in plan.nemesis else {}
+        clock = {"faketime": True} if clock_faults_possible(plan) else {}
         db = system.make_db(nodes, {**plan.db_settings, **clock}, plan.seed)
         names = [n.name for n in nodes]
         status.stage = "db start"
@@ -351,13 +352,27 @@ def _failpoints(
     return notes
 
 
+def clocks_movable(plan: plans.Plan) -> bool:
+    """Whether a clock fault can move this plan's node clocks: ember in the
+    simulator, or on Docker under the image's libfaketime. Not on SSH hosts
+    (no libfaketime is installed there), not etcd (Go reads the clock without
+    libc)."""
+    return plan.db == "ember" and plan.backend in ("docker", "sim")
+
+
+def clock_faults_possible(plan: plans.Plan) -> bool:
+    """Whether the schedule may draw a clock fault (named, or mixed into `mix`)."""
+    named = "clock" in plan.nemesis
+    return named or ("mix" in plan.nemesis and clocks_movable(plan))
+
+
 def nemesis_fit(plan: plans.Plan) -> list[str]:
     """What the plan's nemesis aims at instead on this db, if it must adapt
     (`nemesis.generator.fit_targets`); PlanError when it could apply nothing."""
     system = SYSTEMS.get(plan.db)
     if system is None or not plan.nemesis:
         return []  # an unknown db is refused with its own message later
-    if "clock" in plan.nemesis and (plan.backend == "ssh" or plan.db != "ember"):
+    if "clock" in plan.nemesis and not clocks_movable(plan):
         raise plans.PlanError(
             "--nemesis clock needs ember on --backend docker or sim: it moves a node's clock "
             "through libfaketime in the ember image (not on SSH hosts; etcd, in Go, reads "
@@ -369,6 +384,10 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
     except ValueError as exc:
         raise plans.PlanError(str(exc)) from None
     notes = [note] if note else []
+    if "mix" in plan.nemesis and not clocks_movable(plan):
+        where = "SSH hosts" if plan.backend == "ssh" else plan.db
+        notes.append(f"nemesis on {where}: mix draws no clock faults (it cannot move "
+                     f"{'their' if plan.backend == 'ssh' else 'its'} clocks)")  # fmt: skip
     kinds = plan.options.get("nemesis_kinds") or ("slow",)
     slows = "slow" in kinds and any(k in ("slow", "mix") for k in plan.nemesis)
     if slows and plan.backend != "sim" and not getattr(system.make_db, "has_failpoints", True):

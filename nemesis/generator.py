@@ -38,11 +38,13 @@ period, and convergence can be judged.
 a `bump` jumps it by `delta_s` (forward or back, 1-4 placement-driver
 lease lengths), a `strobe` flips it `delta_s` ahead and behind every
 `period_s`, a `drift` runs it at `rate` (0.5x to 2x); aimed at a role like
-a kill. It is not part of `mix` (whose draws, and so every seed's
-schedule, stay what they were): `--nemesis mix,clock` adds it to the draw.
-The simulator moves its host clock exactly (`harness.sim.nemesis`); on
-Docker ember runs under libfaketime and the fault rewrites its offset file
-(`nemesis.clock`: jumps and strobes; a drift is not applied there).
+a kill. `mix` draws it for one fault in ten (`CLOCK_SHARE_IN_MIX`) where
+the cluster's clocks can be moved (`clocks=True`: ember in the simulator
+or on Docker; the runner decides); `--nemesis mix,clock` or `clock` names
+it outright and draws it as often as any other kind. The simulator moves
+its host clock exactly (`harness.sim.nemesis`); on Docker ember runs under
+libfaketime and the fault rewrites its offset file (`nemesis.clock`: a
+drift there steps the offset every 10 ms).
 
 Each fault op's value is abstract and fixed by the seed: `kind`, the
 partition `grouping` or process `target`, a `seed` for the worker's own
@@ -75,7 +77,9 @@ from workloads.generator import (
 )
 
 PRIMITIVES = ("partition", "kill", "pause", "slow")
-EXTRA_KINDS = ("clock",)  # drawn only when named, `mix` or not
+EXTRA_KINDS = ("clock",)  # not primitives: `mix` draws them only where they apply
+# A modest rate: a clock fault is rarely the cause, and other faults keep theirs.
+CLOCK_SHARE_IN_MIX = 0.1
 MIX = "mix"
 FAULT_KINDS = (*PRIMITIVES, *EXTRA_KINDS, MIX)  # what --nemesis accepts
 GROUPINGS = ("halves", "isolate-leader", "isolate-joining", "ring", "bridge", "one-way")
@@ -141,6 +145,7 @@ class NemesisSchedule(Generator):
         only: Sequence[str] | None = None,
         keep: Collection[int] | None = None,
         roles: Sequence[str] = ROLE_TARGETS,
+        clocks: bool = False,
     ) -> None:
         bad = sorted(set(kinds) - set(FAULT_KINDS))
         if bad:
@@ -159,6 +164,9 @@ class NemesisSchedule(Generator):
         mix = MIX in kinds
         extra = [k for k in EXTRA_KINDS if k in kinds]
         self.kinds = [*PRIMITIVES, *extra] if mix else [k for k in kinds if k != MIX]
+        # `mix` alone mixes clock faults in at a share of their own, so the
+        # other kinds keep their relative rates; naming `clock` draws it evenly.
+        mixed_clock = mix and clocks and not extra
         if only is not None:  # swarm testing: this run's subset of the kinds
             drawable = (*PRIMITIVES, *EXTRA_KINDS)
             bad = sorted(set(only) - set(drawable))
@@ -166,6 +174,10 @@ class NemesisSchedule(Generator):
                 what = repr(bad[0]) if bad else "(none given)"
                 raise ValueError(f"unknown fault kind {what}; known: {', '.join(drawable)}")
             self.kinds = [k for k in self.kinds if k in only]
+            mixed_clock = mixed_clock and "clock" in only
+            if mixed_clock and not self.kinds:
+                self.kinds, mixed_clock = ["clock"], False
+        self.clock_share = CLOCK_SHARE_IN_MIX if mixed_clock else 0.0
         # Shrinking: the numbers (1, 2, ...) of the faults to apply; the others
         # are drawn all the same and skipped, so each kept fault is the one
         # the full schedule had (same kind, target, seed, duration).
@@ -259,7 +271,10 @@ class NemesisSchedule(Generator):
 
     def _fault(self, trigger: dict[str, Any] | None) -> Op:
         self.faults += 1
-        kind = self.rng.choice(self.kinds)
+        if self.clock_share and self.rng.random() < self.clock_share:
+            kind = "clock"
+        else:
+            kind = self.rng.choice(self.kinds)
         value: dict[str, Any] = {"kind": kind, "seed": self.rng.getrandbits(32)}
         if kind == "partition":
             value["grouping"] = self.rng.choice(self.groupings)

@@ -19,7 +19,7 @@ from checkers.stats import describe_fault_counts, fault_counts, fault_windows, u
 from harness import plan as plans
 from harness.dbs import etcd as etcd_module
 from harness.dbs.etcd import EtcdDB
-from harness.runner import nemesis_fit
+from harness.runner import clock_faults_possible, nemesis_fit
 from nemesis.fault import Fault
 from nemesis.generator import NemesisSchedule, fit_targets
 from nemesis.schedule import SLOW_RATE_KBIT, NemesisWorker
@@ -300,8 +300,15 @@ def test_the_etcd_mix_says_before_the_run_what_it_adapted_to() -> None:
     """etcd's default mix: the roles it aims at and how it slows, said up front;
     ember's needs no word."""
     notes = nemesis_fit(plans.Plan(db="etcd", nemesis=("mix",)))
-    assert len(notes) == 2
+    assert len(notes) == 3
     assert notes[0].startswith("nemesis on etcd: no meta-leader, placement-driver, primary")
-    assert f"rate-limits them to {SLOW_RATE_KBIT} kbit (etcd has no failpoints)" in notes[1]
+    assert notes[1] == "nemesis on etcd: mix draws no clock faults (it cannot move its clocks)"
+    assert f"rate-limits them to {SLOW_RATE_KBIT} kbit (etcd has no failpoints)" in notes[2]
     assert nemesis_fit(plans.Plan(db="etcd", nemesis=("kill",))) == []
     assert nemesis_fit(plans.Plan(db="ember", nemesis=("mix",))) == []
+    ssh = plans.Plan(db="ember", backend="ssh", nodes=("h1", "h2", "h3"), nemesis=("mix",))
+    assert nemesis_fit(ssh) == [
+        "nemesis on SSH hosts: mix draws no clock faults (it cannot move their clocks)"]
+    assert clock_faults_possible(plans.Plan(db="ember", nemesis=("mix",)))
+    assert not clock_faults_possible(ssh)
+    assert clock_faults_possible(plans.Plan(db="ember", nemesis=("clock",)))

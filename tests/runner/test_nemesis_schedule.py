@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+from collections import Counter
+from typing import Any
 
 from nemesis.generator import (
     EXTRA_KINDS,
@@ -160,9 +162,33 @@ def test_mix_aims_at_roles_and_waits_for_every_window() -> None:
     targets = {o.value.get("target") for o in faults}
     assert set(ROLE_TARGETS) <= targets
     assert any(o.value.get("grouping") == "isolate" for o in faults)
-    assert {o.f for o in faults} == set(HEAL_OF) - set(EXTRA_KINDS)  # clock only when named
+    assert {o.f for o in faults} == set(HEAL_OF) - set(EXTRA_KINDS)  # clocks not movable here
     explicit = NemesisSchedule(random.Random(5), ["mix"], phases=["joint"])
     assert explicit.phases == ["joint"]
+
+
+def _kind_counts(**kw: Any) -> Counter[str]:
+    gen = NemesisSchedule(random.Random(13), ["mix"], mode="periodic", gap_s=0.01,
+                          duration_s=(0.01, 0.01), end_s=10_000, max_faults=2000, **kw)  # fmt: skip
+    return Counter(o.f for o in _faults(_play(gen, 10_000)))
+
+
+def test_mix_mixes_clock_faults_in_at_a_modest_share_where_clocks_can_move() -> None:
+    """With movable clocks, one mix fault in ten is a clock fault and the other kinds
+    keep their even shares; naming `clock` draws it as often as any kind."""
+    mixed = _kind_counts(clocks=True)
+    total = sum(mixed.values())
+    assert total == 2000
+    assert 0.07 < mixed["clock"] / total < 0.13
+    others = [mixed[k] for k in ("partition", "kill", "pause", "slow")]
+    assert max(others) / min(others) < 1.3
+    assert "clock" not in _kind_counts(clocks=False)
+    assert not _kind_counts(clocks=True, only=["kill"]).keys() - {"kill"}
+    assert set(_kind_counts(clocks=True, only=["clock"])) == {"clock"}
+    named = Counter(o.f for o in _faults(_play(NemesisSchedule(
+        random.Random(13), ["mix", "clock"], mode="periodic", gap_s=0.01,
+        duration_s=(0.01, 0.01), end_s=10_000, max_faults=2000), 10_000)))  # fmt: skip
+    assert 0.16 < named["clock"] / 2000 < 0.24
 
 
 def test_a_max_fault_count_ends_the_schedule() -> None:
