@@ -93,7 +93,8 @@ def _ssh_like(tmp_path: Path, skew_s: dict[str, float], offsets: bool) -> Path:
                  "rtt_s": 0.002} for node in NODES for at in (0.0, 15.0)]  # fmt: skip
     doc = {"history_zero_wall": zero, "shared_monotonic": False}
     (run / "timeline.json").write_bytes(
-        msgspec.json.encode({**doc, "clock_offsets": readings} if offsets else doc))
+        msgspec.json.encode({**doc, "clock_offsets": readings} if offsets else doc)
+    )
     return run
 
 
