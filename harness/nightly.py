@@ -44,6 +44,9 @@ PASSED, FAILED, UNKNOWN, ERROR, SKIPPED = "passed", "failed", "unknown", "error"
 # How much longer than its time limit a run may take (setup, checking) before it is killed.
 DEFAULT_GRACE_S = 120.0
 _TAIL_CHARS = 2000
+# How long a run past its time gets to unwind after SIGTERM (heal, remove
+# its containers) before its session is killed.
+TERM_GRACE_S = 60.0
 
 
 class MatrixError(ValueError):
@@ -263,6 +266,26 @@ def _plan_args(matrix: Matrix, cell: Cell) -> list[str]:
     ]  # fmt: skip
 
 
+def _stop(proc: subprocess.Popen[bytes]) -> tuple[bytes, str]:
+    """Ends a run that outlived its time: SIGTERM first, which `faultline run`
+    unwinds like Ctrl-C (heals faults, removes its cluster), then SIGKILL to
+    its whole session if it is still there after `TERM_GRACE_S`. Returns its
+    output and how it ended."""
+    proc.send_signal(signal.SIGTERM)
+    try:
+        out, _ = proc.communicate(timeout=TERM_GRACE_S)
+        how = "stopped (SIGTERM, after which it cleaned up)"
+    except subprocess.TimeoutExpired:
+        out, how = None, f"killed (SIGKILL, {TERM_GRACE_S:g}s after a SIGTERM it did not end on)"
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # what it started and left behind
+    except ProcessLookupError:
+        pass
+    if out is None:  # retrying communicate loses none of the output read so far
+        out, _ = proc.communicate()
+    return out, how
+
+
 def run_cell(matrix: Matrix, cell: Cell, timeout_s: float) -> Outcome:
     """Runs one cell as a subprocess and reads its outcome; never raises for the run's faults."""
     before = {r.path for r in iter_runs(matrix.store)}
@@ -275,19 +298,17 @@ def run_cell(matrix: Matrix, cell: Cell, timeout_s: float) -> Outcome:
         )
     except OSError as exc:
         return Outcome(cell, ERROR, reasons=[f"cannot start {argv[0]}: {exc.strerror}"])
+    stopped = ""
     try:
         out, _ = proc.communicate(timeout=timeout_s)
-        timed_out = False
     except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        out, _ = proc.communicate()
-        timed_out = True
+        out, stopped = _stop(proc)
     outcome = Outcome(cell, ERROR, elapsed_s=time.monotonic() - started, exit_code=proc.returncode)
     outcome.output_tail = out.decode("utf-8", "replace")[-_TAIL_CHARS:]
     new = sorted(r.path for r in iter_runs(matrix.store) if r.path not in before)
     outcome.run_dir = new[-1] if new else None
-    if timed_out:
-        outcome.reasons.append(f"killed after {timeout_s:.0f}s without finishing")
+    if stopped:
+        outcome.reasons.append(f"{stopped} after {timeout_s:.0f}s without finishing")
         return outcome
     _read_verdict(outcome)
     return outcome

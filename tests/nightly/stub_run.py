@@ -1,7 +1,8 @@
 """A stand-in for `faultline run` in the nightly tests (tests only).
 
 Takes the arguments nightly passes and behaves by workload/nemesis name:
-workload `crash` aborts, workload `hang` never finishes, nemesis `bug` writes
+workload `crash` aborts, workload `hang` never finishes and ignores SIGTERM,
+workload `slow` never finishes but cleans up and exits on SIGTERM, nemesis `bug` writes
 a run with a planted stale read (invalid), nemesis `weak` one too short to
 judge (unknown); anything else writes a valid run. Runs are written by
 harness.synthetic, so verdicts come from the real checkers, and the exit code
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -19,6 +21,13 @@ from pathlib import Path
 import msgspec
 
 from harness.synthetic import make_run
+
+
+def _cleaned_up(store: Path) -> None:
+    store.mkdir(parents=True, exist_ok=True)
+    (store / "cleaned-up").write_text("healed and removed\n")
+    print("stub run: cleaned up after SIGTERM", flush=True)
+    sys.exit(130)
 
 
 def main() -> int:
@@ -35,7 +44,11 @@ def main() -> int:
     if args.workload == "crash":
         os.abort()
     if args.workload == "hang":
-        time.sleep(3600)  # nightly must kill it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # deaf: nightly must kill it
+        time.sleep(3600)
+    if args.workload == "slow":  # ends on SIGTERM after cleaning up, as faultline run does
+        signal.signal(signal.SIGTERM, lambda *_: _cleaned_up(Path(args.store)))
+        time.sleep(3600)
     ops = 5 if args.nemesis == "weak" else 120
     run = make_run(Path(args.store), seed=args.seed, ops=ops, valid=args.nemesis != "bug",
                    name=f"{args.workload}-{args.nemesis}-n{args.nodes}")  # fmt: skip

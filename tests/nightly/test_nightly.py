@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness import cli, nightly
 from harness.nightly import (
     ERROR,
     FAILED,
@@ -101,12 +101,22 @@ def test_night_survives_crashes_and_reports_each_verdict(tmp_path: Path) -> None
     assert by_name["register", "bug"].exit_code == 1
 
 
-def test_hung_run_is_killed_and_recorded_as_error(tmp_path: Path) -> None:
-    """A run that outlives its time limit plus grace is killed; the night goes on."""
-    m = stub_matrix(tmp_path, workloads=["hang", "register"], time_limit_s=0.1, grace_s=1)
-    hung, ok = run_night(m)
+def test_hung_run_is_killed_and_recorded_as_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that outlives its time limit plus grace gets SIGTERM, so it can heal and
+    remove its cluster; one deaf to it is killed; the night goes on either way."""
+    monkeypatch.setattr(nightly, "TERM_GRACE_S", 2.0)
+    # 4 s: the stub must have its handler in place before the SIGTERM, even under load.
+    m = stub_matrix(tmp_path, workloads=["slow", "hang", "register"], time_limit_s=0.1,
+                    grace_s=4)  # fmt: skip
+    slow, hung, ok = run_night(m)
+    assert slow.status == ERROR
+    assert slow.reasons[0].startswith("stopped (SIGTERM, after which it cleaned up) after 4s")
+    assert "cleaned up after SIGTERM" in slow.output_tail
+    assert (m.store / "cleaned-up").exists()
     assert hung.status == ERROR
-    assert "killed after" in hung.reasons[0]
+    assert hung.reasons[0].startswith("killed (SIGKILL, 2s after a SIGTERM it did not end on)")
     assert "stub run: seed 1" in hung.output_tail
     assert ok.status == PASSED
 
