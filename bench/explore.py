@@ -12,8 +12,9 @@ there), how many explores found it within the budget, and, for the first
 explore that found it, the failing run's faults and client ops against the
 shrunk plan's (`faultline shrink`) and the runs the shrink took. Every
 command is a fresh process, as a user would run it. With `--out`, each
-defect's row is also appended to a JSON-lines file as soon as it is
-measured, so a long bench that is stopped keeps what it measured. Issue
+explore and each shrink is also appended to a JSON-lines file as soon as
+it ends (with the machine's load average), so a long bench that is
+stopped keeps what it measured. Issue
 17's targets: every defect found in under 60 s of wall time on 2 cores,
 shrunk schedules of 3 faults or fewer.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import statistics
@@ -83,6 +85,31 @@ def _shrink(run_dir: str, args: argparse.Namespace) -> tuple[str, dict[str, obje
                   "reproduced": still, "kept_steps": steps}  # fmt: skip
 
 
+def _record(args: argparse.Namespace, row: dict[str, object]) -> None:
+    if args.out is not None:
+        with args.out.open("a") as fh:
+            fh.write(json.dumps(row) + "\n")
+
+
+def _bench_one(defect: str, args: argparse.Namespace, root: Path) -> None:
+    """One defect's row: its explores, and a shrink of the first failing run it found."""
+    trials, shrunk = [], "-"
+    for i in range(args.repeats):
+        seed = 1000 * (i + 1)
+        trial = _explore(defect, seed, args, root / f"{defect}-{i}")
+        trials.append(trial)
+        _record(args, {"defect": defect, "seed": seed, **trial, "load": os.getloadavg()[0]})
+        if trial["run_dir"] and shrunk == "-" and not args.no_shrink:
+            # Shrunk at once, so a bench stopped early still has the figure.
+            shrunk, facts = _shrink(str(trial["run_dir"]), args)
+            _record(args, {"defect": defect, "seed": seed, "shrink": facts})
+    hits = [t for t in trials if t["run_dir"]]
+    runs = statistics.median(t["runs"] for t in hits) if hits else float("nan")  # type: ignore[misc]
+    wall = statistics.median(t["wall"] for t in hits) if hits else float("nan")  # type: ignore[misc]
+    print(f"{defect:<42} {len(hits):>3}/{args.repeats:<2} {runs:>10} {wall:>12.0f}  "
+          f"{shrunk}", flush=True)  # fmt: skip
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeats", type=int, default=5)
@@ -101,21 +128,7 @@ def main() -> int:
     print(f"{'defect':<42} {'found':>6} {'runs (med)':>10} {'wall s (med)':>12}  shrink")
     try:
         for defect in defects:
-            trials = [_explore(defect, 1000 * (i + 1), args, root / f"{defect}-{i}")
-                      for i in range(args.repeats)]  # fmt: skip
-            hits = [t for t in trials if t["run_dir"]]
-            runs = statistics.median(t["runs"] for t in hits) if hits else float("nan")  # type: ignore[misc]
-            wall = statistics.median(t["wall"] for t in hits) if hits else float("nan")  # type: ignore[misc]
-            shrunk, facts = "-", {}
-            if not args.no_shrink and hits:
-                shrunk, facts = _shrink(str(hits[0]["run_dir"]), args)
-            print(f"{defect:<42} {len(hits):>3}/{args.repeats:<2} {runs:>10} {wall:>12.0f}  "
-                  f"{shrunk}", flush=True)  # fmt: skip
-            if args.out is not None:
-                row = {"defect": defect, "trials": [{k: t[k] for k in ("runs", "wall")}
-                                                    for t in trials], **facts}  # fmt: skip
-                with args.out.open("a") as fh:
-                    fh.write(json.dumps(row) + "\n")
+            _bench_one(defect, args, root)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     return 0
