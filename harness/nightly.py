@@ -19,6 +19,7 @@ run failed, else 2 if any was unknown or errored, else 0.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import os
 import re
@@ -277,10 +278,8 @@ def _stop(proc: subprocess.Popen[bytes]) -> tuple[bytes, str]:
         how = "stopped (SIGTERM, after which it cleaned up)"
     except subprocess.TimeoutExpired:
         out, how = None, f"killed (SIGKILL, {TERM_GRACE_S:g}s after a SIGTERM it did not end on)"
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)  # what it started and left behind
-    except ProcessLookupError:
-        pass
     if out is None:  # retrying communicate loses none of the output read so far
         out, _ = proc.communicate()
     return out, how
