@@ -218,31 +218,60 @@ class Shrinker:
         self.runs = 0
         self.steps: list[Step] = []
         self._seen: dict[bytes, RunSummary | None] = {}  # None: not kept
+        self._late: dict[bytes, Future[RunSummary]] = {}  # running when their step ended
         self.plan, self.now = base, start
         self.keep = emitted_numbers(base, len(start.fault_kinds))
         self._step = Step("start")
 
     # -- playing ---------------------------------------------------------
 
-    def _plays(self, plans_: Sequence[plans.Plan]) -> list[RunSummary | None]:
+    def _plays(self, plans_: Sequence[plans.Plan], first: bool = False) -> list[RunSummary | None]:
+        """Each candidate's run if it failed the same way, else None. With
+        `first`, stop at the first (in order) that does: later candidates not
+        yet started are cancelled, and those running are collected later."""
         keys = [plans.dump(p) for p in plans_]
+        self._harvest(wait=False)
         todo: dict[bytes, Future[RunSummary]] = {}
         for key in dict.fromkeys(keys):
-            if key not in self._seen and self.runs + len(todo) < self.max_runs:
+            if key in self._seen:
+                continue
+            if key in self._late:
+                todo[key] = self._late.pop(key)
+            elif self.runs + len(todo) + len(self._late) < self.max_runs:
                 todo[key] = self.pool.submit(self.player, key, str(self.store))
         self._step.candidates += len(keys)
         for key, fut in todo.items():
-            summary = fut.result()
-            self.runs += 1
-            self._step.runs += 1
-            kept = self.target in summary.failures
-            self._seen[key] = summary if kept else None
-            self.on_run(summary, kept)
+            self._collect(key, fut)
+            if first and self._seen[key] is not None:
+                for other, rest in todo.items():
+                    if other not in self._seen and not rest.cancel():
+                        self._late[other] = rest
+                break
         # Past the budget a candidate is not played, and counts as not failing.
         return [self._seen.get(k) for k in keys]
 
+    def _collect(self, key: bytes, fut: Future[RunSummary]) -> None:
+        try:
+            summary = fut.result()
+        except Exception as exc:  # a candidate the runner refused or crashed on: not kept
+            error = f"{type(exc).__name__}: {exc}"
+            summary = RunSummary(seed=self.base.seed, valid="unknown", exit_code=3, run_dir="",
+                                 sim_s=0.0, wall_s=0.0, ops=0, error=error)  # fmt: skip
+        self.runs += 1
+        self._step.runs += 1
+        kept = self.target in summary.failures
+        self._seen[key] = summary if kept else None
+        self.on_run(summary, kept)
+
+    def _harvest(self, wait: bool) -> None:
+        """Collect the leftover runs of earlier steps that have ended (all, with `wait`)."""
+        for key, fut in list(self._late.items()):
+            if wait or fut.done():
+                del self._late[key]
+                self._collect(key, fut)
+
     def first_failing(self, candidates: Sequence[plans.Plan]) -> int | None:
-        results = self._plays(candidates)
+        results = self._plays(candidates, first=True)
         return next((i for i, s in enumerate(results) if s is not None), None)
 
     def _take(self, plan: plans.Plan) -> bool:
@@ -304,6 +333,7 @@ class Shrinker:
             changed = self.step_time() or changed
             if not changed or not self.budget_left:
                 break
+        self._harvest(wait=True)  # runs still going when their step ended count too
         return self.plan
 
     def step_onset(self) -> bool:

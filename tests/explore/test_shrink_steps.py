@@ -4,6 +4,7 @@ find the smaller schedules ddmin cannot see, and the budget holds."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -33,8 +34,11 @@ def _kind(plan: plans.Plan, n: int) -> str:
     return str(only[0]) if only else KINDS[n % len(KINDS)]
 
 
-def _player(fails: Fails, played: list[plans.Plan]) -> Callable[[bytes, str], RunSummary]:
+def _player(
+    fails: Fails, played: list[plans.Plan], delay_s: float = 0.0
+) -> Callable[[bytes, str], RunSummary]:
     def play(plan_bytes: bytes, store: str) -> RunSummary:
+        time.sleep(delay_s)  # a run takes time: what a step's early stop saves
         plan = msgspec.json.decode(plan_bytes, type=plans.Plan)
         played.append(plan)
         emitted = _emitted(plan)
@@ -167,6 +171,24 @@ def test_onset_cuts_the_faults_and_time_after_the_anomaly_in_one_round() -> None
     wrong, _ = _shrink(lambda p, e: _rule({2, 15} <= set(e)), onset_s=11.0)
     assert not wrong.steps[0].kept  # a hint that loses the failure is not taken
     assert wrong.keep == [2, 15]
+
+
+def test_a_step_stops_at_its_first_failing_candidate_in_order() -> None:
+    """Candidates 3 and 5 fail: 3 wins whichever ends first, and the ones after
+    it that had not started are not played."""
+    base = plans.Plan(backend="sim", seed=9, time_limit_s=40.0)
+    played: list[plans.Plan] = []
+    player = _player(lambda p, e: _rule(e in ([3], [5])), played, delay_s=0.2)
+    start = player(plans.dump(base), "")
+    played.clear()
+    with ThreadPoolExecutor(1) as pool:
+        shrinker = Shrinker(base, TARGET, pool, Path("/nonexistent"), start, player=player)
+        cands = [shrinker.with_faults(base, [n]) for n in range(1, 9)]
+        assert shrinker.first_failing(cands) == 3 - 1
+        assert shrinker.first_failing(cands[3:]) == 5 - 4
+        shrinker._harvest(wait=True)
+    assert len(played) <= 6  # 1-3, then 4 and 5 (one more may have started before a cancel)
+    assert shrinker.runs == len(played)
 
 
 @pytest.mark.parametrize(("low", "high", "want"), [
