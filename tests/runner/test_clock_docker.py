@@ -1,11 +1,13 @@
 """Clock faults on Docker (marked docker): ember runs under libfaketime, the
 nemesis moves one node's wall clock by rewriting its faketime file, healing
-puts it back, and clean ember keeps one placement driver at a time (M9)
-while clocks jump and strobe: before the driver judged its lease by the
+puts it back, every fault drawn is applied (drifts by a loop that steps the
+offset), and clean ember keeps one placement driver at a time (M9) while
+clocks jump, strobe and drift: before the driver judged its lease by the
 monotonic clock, the same kind of run reported `driver-acted-after-successor`.
 
-The schedule is the seed's draw (seed 10: a bump of -8.0 s, a strobe of
-+-9.4 s, ...), faults every 2 s on average at random nodes, so every fault
+The schedule is the seed's draw (seed 13: a drift at 0.785x, a bump of
+-5.0 s, a strobe of +-6.6 s, ...), faults every 2 s on average at random
+nodes, so every fault
 resolves without asking anyone. Catching the planted
 `placement.trust-own-clock` needs the bump to land on the driver, which the
 simulator does deterministically (tests/sim/test_clock_faults.py).
@@ -25,7 +27,7 @@ from tests.harness.cluster_fixtures import require_docker
 pytestmark = pytest.mark.docker
 
 PLAN = {
-    "name": "pytest-clock", "seed": 10, "backend": "docker",
+    "name": "pytest-clock", "seed": 13, "backend": "docker",
     "nodes": ["n1", "n2", "n3", "n4", "n5"], "db": "ember",
     "workload": ["register", "rebalance"], "nemesis": ["clock"],
     "concurrency": 4, "rate_hz": 20.0, "time_limit_s": 20.0, "quiet_s": 3.0,
@@ -46,6 +48,10 @@ def test_clock_faults_move_a_node_clock_and_one_driver_acts_at_a_time(
     moved = [o for o in ops if o.get("process") == "nemesis" and o["f"] == "clock"
              and o["type"] == "ok"]  # fmt: skip
     assert moved, out
+    ended = [o for o in ops if o.get("process") == "nemesis" and o["f"] == "clock"
+             and o["type"] != "invoke"]  # fmt: skip
+    assert ended == moved, "a clock fault was not applied (drifts are, since the loop)"
+    assert {o["value"].get("mode") for o in moved} >= {"drift", "bump"}, moved
     for op in moved:  # the faketime file was written on the node the op names
         node = op["value"]["node"]
         assert any("/run/faultline/faketime" in c for c in op["value"]["commands"][node])
