@@ -1,4 +1,4 @@
-"""One clock on Docker (marked docker): node audit events land where the history puts them.
+"""One clock on Docker and SSH (marked docker): node events land where the history puts them.
 
 Issue 16: a run whose setup took minutes drew every Raft and rebalance
 event minutes after the faults, and the lake read a node's `mono_ns`
@@ -19,8 +19,11 @@ history's own ops around them, to within TOLERANCE_NS:
 - every phase-triggered fault lies inside a phase the lake (pipeline.extract)
   labels with the stage the nemesis recorded on its own op.
 
-Four nodes (three voters per group and one to move to), 16 s of workload:
-about a minute of CI with the cluster's start.
+The same run goes twice: on Docker (events placed by the shared monotonic
+clock) and with --backend ssh on containers used as plain SSH hosts (placed
+by each node's clock offset, measured by harness.clock_offsets). Four nodes
+(three voters per group and one to move to), 16 s of workload: about a
+minute and a half of CI each with the cluster's start.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import pytest
 
 from checkers.audit import load_audit, place_events, run_clock
 from checkers.history import Operation, load_history, pair
-from harness.backends.docker import cleanup
+from harness.backends.docker import DockerBackend, cleanup
 from harness.plan import Plan
 from harness.runner import RunOutcome, run
 from pipeline.extract import audit_events, phase_intervals
@@ -56,26 +59,51 @@ LAKE_PHASE = {"catching-up": "catching-up", "joint": "joint", "stable": "stable"
               "pending": "pending written", "pending-open": "pending written"}  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def slow_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunOutcome]:
-    """The run (module doc); its cluster is removed even if the run was interrupted."""
-    require_docker()
+def _slow_setup(message: str) -> None:
+    if " healthy on " in message:  # the runner's last line before the workload starts
+        time.sleep(SETUP_SLEEP_S)
 
-    def slow_setup(message: str) -> None:
-        if " healthy on " in message:  # the runner's last line before the workload starts
-            time.sleep(SETUP_SLEEP_S)
 
-    plan = Plan(
+def _plan(**kw: Any) -> Plan:
+    return Plan(
         name="pytest-timeline", seed=SEED, nodes=NODES, concurrency=4, rate_hz=20.0,
         time_limit_s=16.0, quiet_s=2.0, nemesis=("kill",),
-        workload=("register", "change-peers"),
-        options={"nemesis_mode": "both", "nemesis_phases": ["catching-up", "joint"],
-                 "change_interval_s": 1.5},
+        workload=("register", "change-peers"), **kw,
     )  # fmt: skip
+
+
+OPTIONS = {"nemesis_mode": "both", "nemesis_phases": ["catching-up", "joint"],
+           "change_interval_s": 1.5}  # fmt: skip
+
+
+@pytest.fixture(scope="module", params=["docker", "ssh"])
+def slow_run(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RunOutcome]:
+    """The run (module doc) on Docker, and with --backend ssh on containers used as
+    plain SSH hosts (no shared monotonic clock: events are placed by the measured
+    offsets). Clusters are removed even if the run was interrupted."""
+    require_docker()
+    store = tmp_path_factory.mktemp("store")
+    if request.param == "docker":
+        try:
+            yield run(_plan(options=OPTIONS), store, log=_slow_setup)
+        finally:
+            cleanup(f"run{SEED % 100_000}-{os.getpid()}")
+        return
+    from harness.dbs.ember_run import image
+
+    hosts = DockerBackend(f"pytest-timeline-hosts-{os.getpid()}", size=len(NODES),
+                          image=image(lambda _m: None))  # fmt: skip
     try:
-        yield run(plan, tmp_path_factory.mktemp("store"), log=slow_setup)
+        nodes = hosts.up()
+        hosts_file = store / "hosts"
+        hosts_file.write_text("".join(f"{n.name} root@{n.ssh.host}:{n.ssh.port} "
+                                      f"{n.ssh.key_path} ip={n.ip}\n" for n in nodes))  # fmt: skip
+        plan = _plan(backend="ssh", options={**OPTIONS, "hosts": str(hosts_file)})
+        yield run(plan, store, log=_slow_setup)
     finally:
-        cleanup(f"run{SEED % 100_000}-{os.getpid()}")
+        hosts.down()
 
 
 def _placed(out: RunOutcome) -> tuple[dict[str, list[dict[str, Any]]], Any, list[Operation]]:
@@ -98,14 +126,23 @@ def _within(t: int, lo: int, hi: int) -> bool:
 
 
 def test_the_setup_was_slow_and_every_event_was_placed(slow_run: RunOutcome) -> None:
-    """Nodes' monotonic counts were SETUP_SLEEP_S ahead at the history's zero, and
-    every audit event was placed on the harness's clock (no report note)."""
+    """Nodes' processes started SETUP_SLEEP_S before the history's zero, every node's
+    clock offset was measured (start, after restarts, end; ~0 on one kernel), and
+    every audit event was placed on the harness's clock (no note in the report):
+    by the shared monotonic clock on Docker, by the offsets on SSH hosts."""
     timeline = msgspec.json.decode(slow_run.run.timeline.read_bytes())
-    assert timeline["shared_monotonic"] is True
-    audit = load_audit(slow_run.run.path) or {}
+    backend = msgspec.json.decode(slow_run.run.plan.read_bytes())["backend"]
+    assert timeline["shared_monotonic"] is (backend == "docker")
+    audit, at, _ = _placed(slow_run)
     for node, events in audit.items():
-        origin = events[0]["mono_origin_ns"]
-        assert timeline["history_zero_mono_ns"] - origin > SETUP_SLEEP_S * 1e9, node
+        assert at(events[0]) == 0, f"{node} started after the history's zero"  # clamped
+        first = events[0]["wall"] - timeline["history_zero_wall"]
+        assert first < -SETUP_SLEEP_S, (node, first)
+    readings = timeline["clock_offsets"]
+    assert {r["node"] for r in readings} == set(NODES)
+    assert {r["why"] for r in readings} >= {"start", "after start", "end"}
+    for r in readings:
+        assert abs(r["offset_s"]) <= r["rtt_s"] / 2 + 0.005, r
     assert clock_note(load_run_data(slow_run.run.path)) is None
 
 
@@ -190,16 +227,12 @@ def test_the_lake_labels_phase_faults_with_the_nemesis_phase(slow_run: RunOutcom
         )
 
 
+@pytest.mark.parametrize("slow_run", ["docker"], indirect=True)
 def test_measured_offsets_place_events_as_the_shared_clock_does(slow_run: RunOutcome) -> None:
-    """The SSH path on Docker: containers read the harness's kernel clock, so each
-    measured offset is ~0, and placing every event by offsets instead of the
-    monotonic clock moves none by more than TOLERANCE_NS."""
+    """Docker: placing every event by the measured offsets instead of the monotonic
+    clock moves none by more than TOLERANCE_NS (the SSH path checked against the
+    exact one)."""
     timeline = msgspec.json.decode(slow_run.run.timeline.read_bytes())
-    readings = timeline["clock_offsets"]
-    assert {r["node"] for r in readings} == set(NODES)
-    assert {r["why"] for r in readings} >= {"start", "after start", "end"}
-    for r in readings:
-        assert abs(r["offset_s"]) <= r["rtt_s"] / 2 + 0.005, r
     by_monotonic = load_audit(slow_run.run.path) or {}
     by_offsets = {node: [{**ev, "wall": ev["node_wall"]} for ev in events]
                   for node, events in by_monotonic.items()}  # fmt: skip
