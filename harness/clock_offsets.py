@@ -13,7 +13,11 @@ machine one read can take 200 ms, most of it on one side of the midpoint.
 `OffsetRecorder` measures every node as the workload starts and again after
 each restart op (a node that was killed and started, or the final heal),
 in a thread so clients are not held up, and rewrites timeline.json with
-the list under `clock_offsets` after each round. checkers.audit.place_events
+the list under `clock_offsets` after each round. Each reading also has the
+node's kernel boot id: nodes share the harness's monotonic clock only when
+every one runs on the harness's own kernel (`same_kernel`; Docker on this
+machine, not a remote Docker host), which is what `shared_monotonic` in
+timeline.json then says. checkers.audit.place_events
 uses the measurement nearest each event (docs/events.md, "Placed walls").
 Docker runs record them too, though their events are placed by the shared
 monotonic clock: there the offsets are ~0, which the Docker timeline test
@@ -31,6 +35,8 @@ from typing import Any, Protocol
 import msgspec
 
 READ_CLOCK = "date +%s.%N"
+BOOT_ID = "/proc/sys/kernel/random/boot_id"
+READ_BOOT_ID = f"cat {BOOT_ID}"
 TIMEOUT_S = 5.0
 TRIES = 3
 # The ops after which a node's process is new (nemesis.generator.HEAL_OF['kill'], the last heal).
@@ -45,8 +51,18 @@ class Runs(Protocol):
 
 def measure(control: Runs, node: str, why: str) -> dict[str, Any]:
     """The node's clock minus the harness's at the round trip's midpoint, from the
-    quickest of TRIES reads."""
-    return min((_read(control, node, why) for _ in range(TRIES)), key=lambda r: r["rtt_s"])
+    quickest of TRIES reads, with the node's kernel boot id (read apart, so the
+    timed round trip runs `date` alone)."""
+    best = min((_read(control, node, why) for _ in range(TRIES)), key=lambda r: r["rtt_s"])
+    return {**best, "boot_id": control.run(node, READ_BOOT_ID, timeout_s=TIMEOUT_S).stdout.strip()}
+
+
+def local_boot_id() -> str:
+    """The harness's kernel boot id ('' where the kernel has none to read)."""
+    try:
+        return Path(BOOT_ID).read_text().strip()
+    except OSError:
+        return ""
 
 
 def _read(control: Runs, node: str, why: str) -> dict[str, Any]:
@@ -87,10 +103,7 @@ class OffsetRecorder:
                     self.errors.append(f"{node} ({why}): {exc}")
         with self._lock:
             self.readings.extend(got)
-            doc = {**self.anchor, "clock_offsets": self.readings}
-            tmp = self.timeline.with_suffix(".tmp")
-            tmp.write_bytes(msgspec.json.encode(doc) + b"\n")
-            tmp.replace(self.timeline)
+        self.write()
 
     def after(self, f: str, type_: str) -> None:
         """Called on each completed op: a restart op gets a round in a thread."""
@@ -98,6 +111,23 @@ class OffsetRecorder:
             thread = threading.Thread(target=self.measure_all, args=(f"after {f}",), daemon=True)
             self._threads.append(thread)
             thread.start()
+
+    def same_kernel(self) -> bool:
+        """Whether every node measured runs on the harness's own kernel (its boot
+        id): only then do they share the harness's monotonic clock."""
+        mine = local_boot_id()
+        with self._lock:
+            ids = {r.get("boot_id") for r in self.readings}
+            measured = {r["node"] for r in self.readings}
+        return bool(mine) and ids == {mine} and measured == set(self.nodes)
+
+    def write(self) -> None:
+        """timeline.json: the anchor and every reading so far."""
+        with self._lock:
+            doc = {**self.anchor, "clock_offsets": self.readings}
+            tmp = self.timeline.with_suffix(".tmp")
+            tmp.write_bytes(msgspec.json.encode(doc) + b"\n")
+            tmp.replace(self.timeline)
 
     def join(self, timeout_s: float = 2 * TIMEOUT_S) -> None:
         """Waits for the rounds still running (the run is ending)."""

@@ -203,11 +203,13 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     # its reading places their events even while a clock fault moves their wall
     # clocks (checkers.audit.place_events). SSH hosts have clocks of their own: each
     # node's offset is measured now and after every restart (harness.clock_offsets).
+    # Whether they do is read, not assumed: every node's kernel boot id is ours.
     anchor = {"history_zero_wall": time.time(), "history_zero_mono_ns": time.monotonic_ns(),
-              "shared_monotonic": p.plan.backend in ("sim", "docker")}  # fmt: skip
-    p.run.timeline.write_bytes(msgspec.json.encode(anchor) + b"\n")
+              "shared_monotonic": False}  # fmt: skip
     offsets = OffsetRecorder(p.control, [n.name for n in p.nodes], p.run.timeline, anchor)
     offsets.measure_all("start")
+    anchor["shared_monotonic"] = p.plan.backend == "docker" and offsets.same_kernel()
+    offsets.write()
 
     def on_phase(obs: dict[str, Any]) -> None:
         interp.observe("phase", obs)

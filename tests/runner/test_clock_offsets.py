@@ -13,7 +13,7 @@ import msgspec
 import pytest
 
 from checkers.audit import load_audit, place_events, run_clock
-from harness.clock_offsets import READ_CLOCK, OffsetRecorder, measure
+from harness.clock_offsets import READ_BOOT_ID, READ_CLOCK, OffsetRecorder, local_boot_id, measure
 from harness.synthetic import make_run
 from harness.synthetic_story import NODES
 from reports.data import clock_note, load_run_data
@@ -30,13 +30,15 @@ class SkewedHosts:
     """Each node's clock is the harness's plus its skew; a read takes ROUND_TRIP_S,
     half of it before the node reads its clock."""
 
-    def __init__(self, skew_s: dict[str, float]) -> None:
-        self.skew_s = skew_s
+    def __init__(self, skew_s: dict[str, float], boot_id: str = "remote-kernel") -> None:
+        self.skew_s, self.boot_id = skew_s, boot_id
 
     def run(self, name: str, command: str, *, timeout_s: float = 5.0, check: bool = True) -> Any:
-        assert command == READ_CLOCK
         if name not in self.skew_s:
             raise OSError(f"{name} is unreachable")
+        if command == READ_BOOT_ID:
+            return Answer(self.boot_id + "\n")
+        assert command == READ_CLOCK
         time.sleep(ROUND_TRIP_S / 2)
         now = time.time() + self.skew_s[name]
         time.sleep(ROUND_TRIP_S / 2)
@@ -47,7 +49,21 @@ def test_an_offset_is_the_node_clock_at_the_round_trips_midpoint() -> None:
     reading = measure(SkewedHosts({"n1": 135.0}), "n1", "start")
     assert reading["rtt_s"] >= ROUND_TRIP_S
     assert reading["offset_s"] == pytest.approx(135.0, abs=reading["rtt_s"] / 2)
-    assert (reading["node"], reading["why"]) == ("n1", "start")
+    assert (reading["node"], reading["why"], reading["boot_id"]) == ("n1", "start", "remote-kernel")
+
+
+@pytest.mark.skipif(not local_boot_id(), reason="this kernel has no boot id to read")
+def test_nodes_share_the_monotonic_clock_only_on_the_harness_kernel(tmp_path: Path) -> None:
+    """Docker on this machine: every node's boot id is ours; a remote Docker host's is not."""
+    for boot_id, same in ((local_boot_id(), True), ("another-kernel", False)):
+        hosts = SkewedHosts({"n1": 0.0, "n2": 0.0}, boot_id)
+        recorder = OffsetRecorder(hosts, ["n1", "n2"], tmp_path / "timeline.json", {})
+        recorder.measure_all("start")
+        assert recorder.same_kernel() is same
+    unread = OffsetRecorder(SkewedHosts({"n1": 0.0}, local_boot_id()), ["n1", "n2"],
+                            tmp_path / "timeline.json", {})  # fmt: skip
+    unread.measure_all("start")
+    assert unread.same_kernel() is False  # n2 was not read: it cannot be assumed
 
 
 def test_garbage_from_the_node_is_one_clear_error() -> None:

@@ -39,6 +39,7 @@ import pytest
 from checkers.audit import load_audit, place_events, run_clock
 from checkers.history import Operation, load_history, pair
 from harness.backends.docker import DockerBackend, cleanup
+from harness.clock_offsets import local_boot_id
 from harness.plan import Plan
 from harness.runner import RunOutcome, run
 from pipeline.extract import audit_events, phase_intervals
@@ -143,6 +144,7 @@ def test_the_setup_was_slow_and_every_event_was_placed(slow_run: RunOutcome) -> 
     assert {r["why"] for r in readings} >= {"start", "after start", "end"}
     for r in readings:
         assert abs(r["offset_s"]) <= r["rtt_s"] / 2 + 0.005, r
+    assert {r["boot_id"] for r in readings} == {local_boot_id()}  # containers: our kernel
     assert clock_note(load_run_data(slow_run.run.path)) is None
 
 
