@@ -41,16 +41,8 @@ from harness.commands_run import _positive, add_plan_flags, plan_from_args, run_
 from harness.coverage import Coverage
 from harness.dbs.registry import SYSTEMS
 from harness.explore import RunSummary, choose, explored_plan, play
-from harness.shrink import (
-    MAX_RUNS,
-    Shrinker,
-    ShrinkError,
-    Step,
-    emitted_numbers,
-    onset_of,
-    summary_of,
-    target_of,
-)
+from harness.shrink import MAX_RUNS, Shrinker, Step
+from harness.shrink_inputs import ShrinkError, emitted_numbers, onset_of, summary_of, target_of
 from harness.store import DEFAULT_ROOT
 
 COVERAGE_FILE = Path("explore") / "coverage.json"
