@@ -45,8 +45,17 @@ def test_explore_stops_at_a_planted_defect_and_shrink_keeps_its_rule(tmp_path: P
     assert "still fails with raft (joint-before-catchup)" in shrunk.stdout
     plan = json.loads((run_dir / "shrunk.json").read_text())
     original = json.loads((run_dir / "test.json").read_text())
-    faults_before = int(re.search(r"faults (\d+) ->", shrunk.stdout).group(1))  # type: ignore[union-attr]
+    sizes = re.search(r"shrunk: faults (\d+) -> (\d+) .*; (\d+) runs in", shrunk.stdout)
+    assert sizes is not None, shrunk.stdout
+    faults_before, faults_after, runs = (int(g) for g in sizes.groups())
     assert len(plan["options"]["nemesis_keep"]) <= faults_before
+    assert faults_after <= min(faults_before, 3)  # one skipped catch-up needs one fault at most
+    log = json.loads((run_dir / "shrunk-log.json").read_text())
+    assert log["runs"] == runs
+    assert log["target"] == {"checker": "raft", "rule": "joint-before-catchup"}
+    assert [s["name"] for s in log["steps"]][:2] == ["onset", "faults"]
+    assert sum(s["runs"] for s in log["steps"]) == runs
+    assert "step faults: " in shrunk.stdout
     assert len(plan["workload"]) <= len(original["workload"])
     assert plan["time_limit_s"] <= original["time_limit_s"]
     assert plan["options"]["expect"] == {"checker": "raft", "rule": "joint-before-catchup"}
