@@ -4,6 +4,7 @@ find the smaller schedules ddmin cannot see, and the budget holds."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -15,6 +16,7 @@ import pytest
 from harness import plan as plans
 from harness.explore import RunSummary
 from harness.shrink import GOAL_FAULTS, Shrinker, small_subsets, time_candidates
+from harness.shrink_inputs import onset_of
 
 TARGET = ("raft", "commit-without-quorum")
 KINDS = ("partition", "kill", "pause", "slow")
@@ -198,3 +200,23 @@ def test_time_candidates_lie_below_the_failing_limit(
     low: float, high: float, want: list[float]
 ) -> None:
     assert time_candidates(low, high) == want
+
+
+def _run_dir(tmp_path: Path, anomalies: list[dict[str, object]], shared: bool = True) -> Path:
+    results = {"valid": False, "checkers": {"raft": {"valid": False, "anomalies": anomalies}}}
+    (tmp_path / "results.json").write_text(json.dumps(results))
+    timeline = {"history_zero_wall": 1.7e9, "history_zero_mono_ns": 1_000_000_000,
+                "shared_monotonic": shared}  # fmt: skip
+    (tmp_path / "timeline.json").write_text(json.dumps(timeline))
+    return tmp_path
+
+
+def test_the_onset_is_read_from_the_events_an_anomaly_cites(tmp_path: Path) -> None:
+    cited = {"kind": "commit-without-quorum",
+             "events": [{"mono_ns": 4_000_000_000}, {"mono_ns": 5_500_000_000}]}  # fmt: skip
+    other = {"kind": "joint-skipped", "events": [{"mono_ns": 2_000_000_000}]}
+    sim_time = {"kind": "commit-without-quorum", "time": 9.25}  # simulated seconds
+    run = _run_dir(tmp_path, [other, sim_time, cited])
+    assert onset_of(run, TARGET) == 4.5  # the earlier of 8.25 and 4.5; not the other rule's
+    assert onset_of(run, ("raft", "leader-kept-without-quorum")) is None
+    assert onset_of(_run_dir(tmp_path, [cited], shared=False), TARGET) is None
