@@ -55,7 +55,7 @@ from checkers.sim import load_sim_report
 from harness import plan as plans
 from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
-from harness.clock_offsets import OffsetRecorder
+from harness.clock_offsets import OffsetRecorder, local_boot_id
 from harness.control import Control, ControlError
 from harness.db import DB, DBError
 from harness.dbs import PhaseSource, System, first_line, register_keys
@@ -205,10 +205,14 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     # node's offset is measured now and after every restart (harness.clock_offsets).
     # Whether they do is read, not assumed: every node's kernel boot id is ours.
     anchor = {"history_zero_wall": time.time(), "history_zero_mono_ns": time.monotonic_ns(),
-              "shared_monotonic": False}  # fmt: skip
+              "shared_monotonic": False, "harness_boot_id": local_boot_id()}  # fmt: skip
     offsets = OffsetRecorder(p.control, [n.name for n in p.nodes], p.run.timeline, anchor)
     offsets.measure_all("start")
-    anchor["shared_monotonic"] = p.plan.backend == "docker" and offsets.same_kernel()
+    # The simulator's processes all read the loop's one clock (and measure no
+    # offsets: there is nothing to measure).
+    anchor["shared_monotonic"] = p.plan.backend == "sim" or (
+        p.plan.backend == "docker" and offsets.same_kernel()
+    )
     offsets.write()
 
     def on_phase(obs: dict[str, Any]) -> None:
