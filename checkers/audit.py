@@ -19,6 +19,11 @@ midpoint of a round trip) at the start and after each restart, and the
 event's wall less its node's offset is the instant. Runs without these
 fields (older runs) keep the nodes' walls; the report says so.
 
+Each process names its kernel's boot id on its first event; every event of
+the process gets it on load (`boot_id`). A process whose boot id is not the
+harness's (timeline.json's `harness_boot_id`) does not share the harness's
+monotonic clock, so its events are not placed by it, whatever the run says.
+
 `run_clock` is the one mapping of an event to history time (ns since the
 history's zero) for every reader; nothing else converts clocks.
 """
@@ -94,21 +99,39 @@ def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any
     event. Events of a process whose origin is unknown, or of a node never
     measured, keep their wall.
     """
+    tag_boot_ids(audit)
     zero_wall, zero_mono = timeline.get("history_zero_wall"), timeline.get("history_zero_mono_ns")
     if timeline.get("shared_monotonic") and is_number(zero_wall) and is_number(zero_mono):
-        return _place_by_monotonic(audit, zero_wall, zero_mono)
+        boot = timeline.get("harness_boot_id")
+        harness_boot = boot if isinstance(boot, str) else None
+        return _place_by_monotonic(audit, zero_wall, zero_mono, harness_boot)
     readings = timeline.get("clock_offsets")
     return _place_by_offsets(audit, readings) if isinstance(readings, list) else 0
 
 
+def tag_boot_ids(audit: dict[str, list[dict[str, Any]]]) -> None:
+    """Gives every event its process's `boot_id` (written on the process's first
+    event, the one with `mono_origin_ns`; absent in older runs)."""
+    for events in audit.values():
+        boot: Any = None
+        for ev in events:
+            if "mono_origin_ns" in ev:
+                boot = ev.get("boot_id")
+            if boot is not None:
+                ev.setdefault("boot_id", boot)
+
+
 def _place_by_monotonic(audit: dict[str, list[dict[str, Any]]], zero_wall: float,
-                        zero_mono: float) -> int:  # fmt: skip
+                        zero_mono: float, harness_boot: str | None) -> int:  # fmt: skip
     placed = 0
     for events in audit.values():
         origin: int | float | None = None
         for ev in events:
             if "mono_origin_ns" in ev:
                 origin = ev["mono_origin_ns"] if is_number(ev["mono_origin_ns"]) else None
+                boot = ev.get("boot_id")
+                if harness_boot and isinstance(boot, str) and boot and boot != harness_boot:
+                    origin = None  # another kernel's monotonic clock: not ours to place by
             mono = ev.get("mono_ns")
             if origin is None or not is_number(mono):
                 continue

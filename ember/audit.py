@@ -5,7 +5,9 @@ The Raft core emits events without the envelope; `AuditLog.record` adds
 (Unix seconds), and on the first event a process writes `mono_origin_ns`
 (the monotonic clock's reading at that start: a harness sharing the clock,
 on one kernel or in the simulator, places events by it even while a clock
-fault moves the node's wall clock), writes the line and flushes it, so readers (the
+fault moves the node's wall clock) and `boot_id` (the kernel's boot id,
+which says whose monotonic clock that is: readers give it to every event of
+the process), writes the line and flushes it, so readers (the
 phase-triggered nemesis, the checkers) see events as they happen. The
 runtime records a round's Raft events after that round's fsync, so a
 `kill -9` can lose the events of the round being written while its entries
@@ -24,6 +26,18 @@ from typing import IO, Any, ClassVar
 import msgspec
 
 _encoder = msgspec.json.Encoder()
+BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
+
+
+def kernel_boot_id() -> str:
+    """This kernel's boot id ("" where there is none to read). Monotonic clocks
+    are comparable only between processes with the same one. The simulator
+    gives every simulated process, harness included, one of its own."""
+    try:
+        with open(BOOT_ID_FILE, encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
 
 
 class AuditLog:
@@ -41,6 +55,7 @@ class AuditLog:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.node_id = node_id
         self._start_ns = time.monotonic_ns()
+        self._boot_id = kernel_boot_id()
         self._fh: IO[bytes] | None = open(self.path, "ab")  # noqa: SIM115 -- lives as long as the node
         self.count = 0
 
@@ -56,6 +71,7 @@ class AuditLog:
         full["wall"] = time.time()
         if self.count == 0:
             full["mono_origin_ns"] = self._start_ns
+            full["boot_id"] = self._boot_id
         self._fh.write(_encoder.encode(full) + b"\n")
         self._fh.flush()
         self.count += 1

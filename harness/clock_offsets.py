@@ -34,6 +34,8 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ember.audit import kernel_boot_id
+
 READ_CLOCK = "date +%s.%N"
 BOOT_ID = "/proc/sys/kernel/random/boot_id"
 READ_BOOT_ID = f"cat {BOOT_ID}"
@@ -58,11 +60,9 @@ def measure(control: Runs, node: str, why: str) -> dict[str, Any]:
 
 
 def local_boot_id() -> str:
-    """The harness's kernel boot id ('' where the kernel has none to read)."""
-    try:
-        return Path(BOOT_ID).read_text().strip()
-    except OSError:
-        return ""
+    """The harness's kernel boot id ('' where the kernel has none to read): the
+    one ember writes on its events, simulated kernel included."""
+    return kernel_boot_id()
 
 
 def _read(control: Runs, node: str, why: str) -> dict[str, Any]:

@@ -28,6 +28,8 @@ the same lines.
   observer's record, not state it recovers from: they are left whole.
   Directory entries are taken as durable at once (a simplification: a
   create or rename is not lost by a crash here).
+- **Boot id.** `ember.audit.kernel_boot_id` reads `SIM_BOOT_ID`: the
+  processes of a simulation share one kernel's monotonic clock.
 - **Exits.** `os._exit` (ember's `crash` failpoint) kills the calling
   process only: `on_exit` is told, and `ProcessExited` unwinds its stack.
 - **Other threads.** The patch is process-wide, but only the simulation's
@@ -51,9 +53,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ember import audit
 from ember.sim.loop import SimLoop, current_proc
 
 EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual wall time starts here
+SIM_BOOT_ID = "simulated-kernel"  # what `ember.audit.kernel_boot_id` reads in a simulation
 OBSERVER_FILES = frozenset({"events.jsonl", "ember.log"})
 
 
@@ -205,6 +209,8 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
         (os, "fsync", sync),
         (os, "fdatasync", sync),
         (os, "_exit", exit_process),
+        # One simulated kernel: every process shares the loop's monotonic clock.
+        (audit, "kernel_boot_id", lambda: SIM_BOOT_ID),
     ]
     patches += _aliases(patches)
     saved = [(mod, name, getattr(mod, name)) for mod, name, _ in patches]

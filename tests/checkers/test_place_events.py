@@ -70,3 +70,18 @@ def test_load_audit_places_by_the_runs_timeline(tmp_path: Path) -> None:
     audit = load_audit(tmp_path)
     assert audit is not None
     assert audit["n1"][1]["wall"] == ZERO_WALL + 2
+
+
+def test_a_process_from_another_kernel_is_not_placed_by_our_monotonic_clock() -> None:
+    """Every event gets its process's boot id; one whose boot id is not the
+    harness's keeps its wall even when the run says clocks are shared."""
+    audit = {"n1": [
+        {**_ev("started", 0.0, 1.0, origin_s=40), "boot_id": "ours"}, _ev("a", 12.0, 2.0),
+        {**_ev("started", 0.0, 3.0, origin_s=40), "boot_id": "theirs"}, _ev("b", 12.0, 4.0),
+    ]}  # fmt: skip
+    timeline = {**_timeline(), "harness_boot_id": "ours"}
+    assert place_events(audit, timeline) == 2
+    a, b = audit["n1"][1], audit["n1"][3]
+    assert (a["boot_id"], a["wall"]) == ("ours", ZERO_WALL + 2)
+    assert (b["boot_id"], b["wall"]) == ("theirs", 4.0)
+    assert "node_wall" not in b
