@@ -287,6 +287,8 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         _stop_workers(pool)
         raise CliError("shrink: interrupted before it finished") from None
+    except ShrinkError as exc:
+        raise CliError(str(exc)) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(scratch, ignore_errors=True)  # the failing candidates' run dirs

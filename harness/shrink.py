@@ -11,7 +11,9 @@ shorter run never reached is not counted as a fault.
 
 The steps, each logged with the candidates it played (`Step`):
 
-0. `onset`: where the anomaly carries a time (`onset_of`), one round that
+0. `replay`: the failing plan itself; if it no longer fails the same way
+   (the code changed since the run), shrink stops with ShrinkError.
+   `onset`: where the anomaly carries a time (`onset_of`), one round that
    drops the faults begun after it and the time past it.
 1. `faults`: Zeller and Hildebrandt's ddmin ("Simplifying and Isolating
    Failure-Inducing Input", TSE 2002) over the fault numbers. The plan's
@@ -58,7 +60,7 @@ import msgspec
 
 from harness import plan as plans
 from harness.explore import RunSummary, play
-from harness.shrink_inputs import Target, emitted_numbers
+from harness.shrink_inputs import ShrinkError, Target, emitted_numbers
 from nemesis.generator import MIN_CYCLE_S, MIX
 
 MIN_TIME_S = 5.0
@@ -246,6 +248,7 @@ class Shrinker:
     # -- the steps (module doc) -----------------------------------------
 
     def shrink(self) -> plans.Plan:
+        self.step_replay()
         self.step_onset()
         self.step_faults()
         self.step_time()
@@ -263,6 +266,21 @@ class Shrinker:
                 break
         self._harvest(wait=True)  # runs still going when their step ended count too
         return self.plan
+
+    def step_replay(self) -> bool:
+        """The failing plan itself, once: if it no longer fails the same way
+        (the code changed since the run, or the rule came from something the
+        replay does not repeat), no candidate could, and the search would
+        spend its whole budget learning that."""
+        self._begin("replay")
+        if self._plays([self.base])[0] is None:
+            self._end("the run's own plan no longer fails this way", False)
+            raise ShrinkError(
+                f"replaying the run's plan no longer fails with {self.target[0]} "
+                f"({self.target[1]}): the code changed since it ran, or the failure "
+                "does not replay; run it again (faultline replay) and shrink that run"
+            )
+        return self._end("the run's own plan still fails this way", False)
 
     def step_onset(self) -> bool:
         """One run that drops the faults begun after the anomaly and the time

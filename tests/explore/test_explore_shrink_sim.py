@@ -53,7 +53,7 @@ def test_explore_stops_at_a_planted_defect_and_shrink_keeps_its_rule(tmp_path: P
     log = json.loads((run_dir / "shrunk-log.json").read_text())
     assert log["runs"] == runs
     assert log["target"] == {"checker": "raft", "rule": "joint-before-catchup"}
-    assert [s["name"] for s in log["steps"]][:2] == ["onset", "faults"]
+    assert [s["name"] for s in log["steps"]][:3] == ["replay", "onset", "faults"]
     assert sum(s["runs"] for s in log["steps"]) == runs
     assert "step faults: " in shrunk.stdout
     assert len(plan["workload"]) <= len(original["workload"])

@@ -16,7 +16,7 @@ import pytest
 from harness import plan as plans
 from harness.explore import RunSummary
 from harness.shrink import GOAL_FAULTS, Shrinker, small_subsets, time_candidates
-from harness.shrink_inputs import onset_of
+from harness.shrink_inputs import ShrinkError, onset_of
 
 TARGET = ("raft", "commit-without-quorum")
 KINDS = ("partition", "kill", "pause", "slow")
@@ -71,6 +71,19 @@ def _shrink(
                             max_runs=max_runs, player=player, onset_s=onset_s)  # fmt: skip
         shrinker.shrink()
     return shrinker, played
+
+
+def test_a_run_whose_plan_no_longer_fails_is_refused_after_one_run() -> None:
+    """The base run failed, but its plan now passes (say the code changed): one run, not 300."""
+    calls: list[int] = []
+
+    def fails(plan: plans.Plan, e: list[int]) -> str | None:
+        calls.append(1)
+        return _rule(len(calls) == 1)  # only the failing run the shrink starts from
+
+    with pytest.raises(ShrinkError, match="no longer fails with raft"):
+        _shrink(fails)
+    assert len(calls) == 2
 
 
 def _rule(ok: bool) -> str | None:
@@ -165,13 +178,13 @@ def test_onset_cuts_the_faults_and_time_after_the_anomaly_in_one_round() -> None
     """The anomaly at 11 s: faults 1-5 began before it (fault n at 2n s); 2 and 4 are needed."""
     fails: Fails = lambda p, e: _rule({2, 4} <= set(e) and p.time_limit_s >= 9)  # noqa: E731
     shrinker, _ = _shrink(fails, onset_s=11.0)
-    onset = shrinker.steps[0]
+    onset = shrinker.steps[1]  # after `replay`
     assert (onset.name, onset.kept, onset.candidates) == ("onset", True, 2)  # one parallel round
     assert "after 5 of 20 faults" in onset.note
     assert "13 s" in onset.note
     assert shrinker.keep == [2, 4]
     wrong, _ = _shrink(lambda p, e: _rule({2, 15} <= set(e)), onset_s=11.0)
-    assert not wrong.steps[0].kept  # a hint that loses the failure is not taken
+    assert not wrong.steps[1].kept  # a hint that loses the failure is not taken
     assert wrong.keep == [2, 15]
 
 
