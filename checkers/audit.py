@@ -94,19 +94,30 @@ def place_events(audit: dict[str, list[dict[str, Any]]], timeline: dict[str, Any
 
     Shared monotonic clock (sim, Docker): a process's first event carries
     `mono_origin_ns`; the events after it, up to the next process's first,
-    are that process's. Otherwise (SSH hosts), by the node's measured clock
-    offset (`clock_offsets`, harness.clock_offsets), the reading nearest the
-    event. Events of a process whose origin is unknown, or of a node never
+    are that process's. A run whose timeline does not say the clock is
+    shared still places this way each process whose `boot_id` is the
+    harness's (a Docker run where one node's boot id could not be read at
+    the start). The rest (SSH hosts) by the node's measured clock offset
+    (`clock_offsets`, harness.clock_offsets), the reading nearest the event.
+    Events of a process whose origin is unknown, or of a node never
     measured, keep their wall.
     """
     tag_boot_ids(audit)
     zero_wall, zero_mono = timeline.get("history_zero_wall"), timeline.get("history_zero_mono_ns")
-    if timeline.get("shared_monotonic") and is_number(zero_wall) and is_number(zero_mono):
-        boot = timeline.get("harness_boot_id")
-        harness_boot = boot if isinstance(boot, str) else None
-        return _place_by_monotonic(audit, zero_wall, zero_mono, harness_boot)
+    boot = timeline.get("harness_boot_id")
+    harness_boot = boot if isinstance(boot, str) and boot else None
+    placed = 0
+    if is_number(zero_wall) and is_number(zero_mono):
+        # A run that shares the clock places every process by it (but one from
+        # another kernel); any other run, each process that names our kernel.
+        shared = bool(timeline.get("shared_monotonic"))
+        if shared or harness_boot:
+            placed = _place_by_monotonic(audit, zero_wall, zero_mono, harness_boot,
+                                         need_boot=not shared)  # fmt: skip
     readings = timeline.get("clock_offsets")
-    return _place_by_offsets(audit, readings) if isinstance(readings, list) else 0
+    if isinstance(readings, list):
+        placed += _place_by_offsets(audit, readings)
+    return placed
 
 
 def tag_boot_ids(audit: dict[str, list[dict[str, Any]]]) -> None:
@@ -121,8 +132,10 @@ def tag_boot_ids(audit: dict[str, list[dict[str, Any]]]) -> None:
                 ev.setdefault("boot_id", boot)
 
 
-def _place_by_monotonic(audit: dict[str, list[dict[str, Any]]], zero_wall: float,
-                        zero_mono: float, harness_boot: str | None) -> int:  # fmt: skip
+def _place_by_monotonic(
+    audit: dict[str, list[dict[str, Any]]], zero_wall: float, zero_mono: float,
+    harness_boot: str | None, *, need_boot: bool,
+) -> int:  # fmt: skip
     placed = 0
     for events in audit.values():
         origin: int | float | None = None
@@ -130,8 +143,10 @@ def _place_by_monotonic(audit: dict[str, list[dict[str, Any]]], zero_wall: float
             if "mono_origin_ns" in ev:
                 origin = ev["mono_origin_ns"] if is_number(ev["mono_origin_ns"]) else None
                 boot = ev.get("boot_id")
-                if harness_boot and isinstance(boot, str) and boot and boot != harness_boot:
-                    origin = None  # another kernel's monotonic clock: not ours to place by
+                ours = harness_boot is not None and boot == harness_boot
+                other = harness_boot is not None and isinstance(boot, str) and boot and not ours
+                if other or (need_boot and not ours):
+                    origin = None  # not known to be our monotonic clock: not ours to place by
             mono = ev.get("mono_ns")
             if origin is None or not is_number(mono):
                 continue
@@ -159,8 +174,8 @@ def _place_by_offsets(audit: dict[str, list[dict[str, Any]]], readings: list[Any
             continue
         for ev in events:
             wall = ev.get("wall")
-            if not is_number(wall):
-                continue
+            if not is_number(wall) or "node_wall" in ev:
+                continue  # placed by the monotonic clock already
             _, offset, _ = min(mine, key=lambda m: m[2] / 2 + MAX_SLEW * abs(m[0] - wall))
             ev["node_wall"] = wall
             ev["wall"] = wall - offset

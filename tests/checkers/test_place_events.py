@@ -85,3 +85,20 @@ def test_a_process_from_another_kernel_is_not_placed_by_our_monotonic_clock() ->
     assert (a["boot_id"], a["wall"]) == ("ours", ZERO_WALL + 2)
     assert (b["boot_id"], b["wall"]) == ("theirs", 4.0)
     assert "node_wall" not in b
+
+
+def test_a_process_naming_our_kernel_is_placed_by_our_clock_even_if_the_run_is_unsure() -> None:
+    """shared_monotonic false (a node's boot id was not read at the start): the
+    process naming the harness's kernel is still placed by the monotonic clock,
+    another by its node's measured offset, one naming nothing keeps its wall."""
+    audit = {
+        "n1": [{**_ev("started", 0.0, 1.0, origin_s=40), "boot_id": "ours"}, _ev("a", 12.0, 2.0)],
+        "n2": [{**_ev("started", 0.0, 30.0, origin_s=40), "boot_id": "theirs"}],
+        "n3": [_ev("started", 0.0, 5.0, origin_s=40)],
+    }
+    reading = {"node": "n2", "harness_wall": 29.0, "offset_s": 1.5, "rtt_s": 0.01}
+    timeline = {**_timeline(shared=False), "harness_boot_id": "ours", "clock_offsets": [reading]}
+    assert place_events(audit, timeline) == 3
+    assert audit["n1"][1]["wall"] == ZERO_WALL + 2
+    assert audit["n2"][0]["wall"] == 28.5
+    assert audit["n3"][0]["wall"] == 5.0
