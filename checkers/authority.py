@@ -56,4 +56,3 @@ def check_authority(audit: Audit, out: list[Anomaly]) -> int:
         if newest is None or lease > newest[0]:
             newest = (lease, node, wall, ev)
     return len(acts)
-

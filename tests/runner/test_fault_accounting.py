@@ -308,7 +308,8 @@ def test_the_etcd_mix_says_before_the_run_what_it_adapted_to() -> None:
     assert nemesis_fit(plans.Plan(db="ember", nemesis=("mix",))) == []
     ssh = plans.Plan(db="ember", backend="ssh", nodes=("h1", "h2", "h3"), nemesis=("mix",))
     assert nemesis_fit(ssh) == [
-        "nemesis on SSH hosts: mix draws no clock faults (it cannot move their clocks)"]
+        "nemesis on SSH hosts: mix draws no clock faults (it cannot move their clocks)"
+    ]
     assert clock_faults_possible(plans.Plan(db="ember", nemesis=("mix",)))
     assert not clock_faults_possible(ssh)
     assert clock_faults_possible(plans.Plan(db="ember", nemesis=("clock",)))
