@@ -51,12 +51,18 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def full_run(store: Path) -> RunOutcome:
     """A 60 s register + change-peers run with partitions (faults timed and at phases)."""
+    # quiet_s 8: L2 judges the last half of the quiet period. With 3 s it judged
+    # 2 s after the last heal, before TCP's retransmission backoff after a 2 s
+    # partition had delivered the leader's frames (CI8, part-0: n3's heartbeats
+    # reached n1 2.7 s after the heal, so n1 learnt its leader inside the
+    # window). ember's transport does not yet reconnect a stalled connection.
     plan = _plan(
         seed=5150,
         time_limit_s=60.0,
         nemesis=("partition",),
         workload=("register", "change-peers"),
         options={"change_interval_s": 2.0},
+        quiet_s=8.0,
     )
     return run(plan, store)
 
