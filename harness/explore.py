@@ -4,12 +4,14 @@ Theory of operation. Each explored seed is the base plan with a new root
 seed and a swarm configuration (Groce et al., "Swarm Testing", ISSTA 2012):
 which fault kinds the mix nemesis may draw, which protocol phases aim its
 faults, which roles its kills and pauses aim at, and which workloads run
-beside the clients' traffic. Leaving features out is the point: a run
+beside the clients' traffic, and whether change-peers also moves learners
+(a learner-counting defect is invisible to a run whose changes name none).
+Leaving features out is the point: a run
 without kills spends its whole fault budget on partitions and pauses, and a
 run without rebalance aims every fault at change-peers' phases, so rare
 combinations get their turn. The configuration is written into the plan's
-options (`nemesis_kinds`, `nemesis_phases`, `nemesis_targets`, the
-workload tuple), so `faultline replay` of an explored run needs nothing but
+options (`nemesis_kinds`, `nemesis_phases`, `nemesis_targets`,
+`change_learners`, the workload tuple), so `faultline replay` of an explored run needs nothing but
 its test.json.
 
 Steering: with a coverage table (`harness.coverage`), a seed draws several
@@ -51,6 +53,7 @@ class Swarm:
     phases: tuple[str, ...]
     targets: tuple[str, ...]
     workload: tuple[str, ...]
+    learners: bool = False  # change-peers names learners (plan option change_learners)
 
     def reachable(self) -> list[Cell]:
         """The coverage cells a run with this selection can hit."""
@@ -79,6 +82,8 @@ def draw_swarm(rng: random.Random, base: plans.Plan, traffic: str) -> Swarm:
         phases=_subset(rng, PHASES),
         targets=_subset(rng, MIX_TARGETS),
         workload=workload,
+        # Drawn last, so the other features of a seed's draws stay as they were.
+        learners=rng.random() < 0.5,
     )
 
 
@@ -105,6 +110,8 @@ def explored_plan(base: plans.Plan, seed: int, swarm: Swarm | None) -> plans.Pla
         "nemesis_phases": list(swarm.phases),
         "nemesis_targets": list(swarm.targets),
     }
+    # A base plan that says whether changes name learners keeps its word.
+    options.setdefault("change_learners", swarm.learners)
     return msgspec.structs.replace(base, seed=seed, workload=swarm.workload, options=options)
 
 

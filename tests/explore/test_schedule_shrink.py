@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 
+import msgspec
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from harness import plan as plans
 from harness.cli import CliError
 from harness.commands_explore import parse_budget
 from harness.coverage import Coverage, cell_of, universe
-from harness.explore import choose, draw_swarm
+from harness.explore import choose, draw_swarm, explored_plan
 from harness.shrink import ddmin
 from nemesis.generator import PRIMITIVES, NemesisSchedule
 from workloads.generator import drain
@@ -104,3 +105,16 @@ def test_steering_picks_the_selection_reaching_the_least_hit_cells() -> None:
     swarm = draw_swarm(random.Random(1), base, "register")
     assert swarm.workload[0] == "register"
     assert set(swarm.workload) <= set(base.workload)
+
+
+def test_the_swarm_moves_learners_in_some_seeds_unless_the_plan_says() -> None:
+    base = plans.Plan(backend="sim")
+    chosen = [explored_plan(base, s, choose(s, base, "register", None)) for s in range(20)]
+    learners = [p.options["change_learners"] for p in chosen]
+    # A defect that miscounts learners needs runs whose changes name some.
+    assert 0 < sum(learners) < len(learners)
+    fixed = msgspec.structs.replace(base, options={**base.options, "change_learners": False})
+    assert not any(
+        explored_plan(fixed, s, choose(s, fixed, "register", None)).options["change_learners"]
+        for s in range(20)
+    )
