@@ -81,10 +81,11 @@ class ConvergenceChecker:
             final = self._group(group, groups[group], stable, out, audit_end)
             if final is not None:
                 voters[group] = final
-        judged = check_stability(ctx, voters, last_end, quiet_s, out)
+        judged, late = check_stability(ctx, voters, last_end, quiet_s, out)
         figures = check_availability(ctx, last_end, out)
         return verdict(self.name, out, groups=len(groups), partitions=len(stable),
-                       **{"stability-groups": judged}, **figures)  # fmt: skip
+                       **{"stability-groups": judged, "stability-late-followers": late},
+                       **figures)  # fmt: skip
 
     @staticmethod
     def _assignments(audit: Any, out: list[Anomaly]) -> dict[str, tuple[str, ...] | None]:

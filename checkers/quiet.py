@@ -12,7 +12,15 @@ period long enough (the last fault or membership change ended at least
   quiet period must not call that recovery instability; a quiet period with
   no time left after it is not judged, figure -1), no voter of a group's
   final configuration changes role,
-  term or the leader it follows, or steps down. Audit events are placed on
+  term or the leader it follows, or steps down. One exception, since it
+  is no change of the group's leader or term: a voter that only now learns
+  the leader elected before the window (its `term`, `leader` naming that
+  leader, or `role` follower, all in that leader's term) is a late
+  follower, counted in the figure `stability-late-followers`, not flagged.
+  On Docker that is a link healing late: after a partition TCP's
+  retransmission backoff can hold the leader's frames for seconds. A
+  follower of an older term than the last elected one, any new term and
+  any step-down stay flagged. Audit events are placed on
   the history's clock by checkers.audit.history_clock; without the run's
   timeline.json that cannot be done and the figure `stability-groups` is
   -1. A group whose membership still changed in the quiet period (a
@@ -53,20 +61,23 @@ def check_stability(
     last_end: int,
     quiet_s: float,
     out: list[Anomaly],
-) -> int:
-    """L2 (module doc); how many groups it judged, -1 when events cannot be placed."""
+) -> tuple[int, int]:
+    """L2 (module doc); how many groups it judged (-1 when events cannot be
+    placed) and how many late followers it let pass."""
     assert ctx.audit is not None
     at = history_clock(ctx.setting("history_zero_wall"), ctx.audit)
     if at is None:
-        return -1
+        return -1, 0
     quiet_ns = quiet_s * NS_PER_S
     end = ctx.events[-1].time if ctx.events else 0
     start = int(last_end + max(quiet_ns / 2, _recovery_ns(ctx.audit)))
     if start >= end:
-        return -1
+        return -1, 0
     changing = {str(ev.get("group")) for evs in ctx.audit.values() for ev in evs
                 if ev.get("kind") in _CHANGES and last_end <= at(ev) <= end}  # fmt: skip
     voters = {g: v for g, v in voters.items() if g not in changing}
+    elected = _last_elected(ctx.audit, at, start)
+    late = 0
     for node in sorted(ctx.audit):
         seen: set[str] = set()
         for ev in ctx.audit[node]:
@@ -74,6 +85,9 @@ def check_stability(
             if ev.get("kind") not in _UNSTABLE or node not in voters.get(str(group), set()):
                 continue
             t = at(ev)
+            if start <= t <= end and _follows(node, ev, elected.get(str(group))):
+                late += 1
+                continue
             if start <= t <= end and group not in seen:
                 seen.add(str(group))  # one per node and group says it
                 out.append(Anomaly(
@@ -83,7 +97,32 @@ def check_stability(
                     f"or change, in the last half of the {quiet_ns / NS_PER_S:g}s quiet period",
                     events=[ev], time=t,
                 ))  # fmt: skip
-    return len(voters)
+    return len(voters), late
+
+
+def _last_elected(
+    audit: dict[str, list[dict[str, Any]]], at: Any, before: int
+) -> dict[str, tuple[int, str]]:
+    """Per group, the (term, node) of the last leader elected before `before`."""
+    out: dict[str, tuple[int, str]] = {}
+    for node in sorted(audit):
+        for ev in audit[node]:
+            term = ev.get("term")
+            if (ev.get("kind") == "role" and ev.get("role") == "leader"
+                    and isinstance(term, int) and at(ev) < before):  # fmt: skip
+                group = str(ev.get("group"))
+                if term > out.get(group, (-1, ""))[0]:
+                    out[group] = (term, node)
+    return out
+
+
+def _follows(node: str, ev: dict[str, Any], elected: tuple[int, str] | None) -> bool:
+    """Whether `ev` only has `node` learn the leader elected before the window."""
+    if elected is None or node == elected[1] or ev.get("term") != elected[0]:
+        return False
+    kind = ev.get("kind")
+    return (kind == "term" or (kind == "leader" and ev.get("leader") == elected[1])
+            or (kind == "role" and ev.get("role") == "follower"))  # fmt: skip
 
 
 def _recovery_ns(audit: dict[str, list[dict[str, Any]]]) -> float:

@@ -277,6 +277,12 @@ def l2() -> Case:
     return _quiet({"n2": [{"kind": "term", "group": "part-0", "term": 4, "wall": 9.0}]})
 
 
+def late_follower(term: int = 3, leader: str = "n1") -> Case:
+    """n2 learns a leader only 9 s in: no change if it is term 3's n1 (elected before)."""
+    return _quiet({"n2": [{"kind": "leader", "group": "part-0", "leader": leader, "term": term,
+                           "wall": 9.0}]})  # fmt: skip
+
+
 def l3() -> Case:
     return _quiet(final="info")
 
@@ -300,4 +306,5 @@ CLEAN: dict[str, Callable[[], Case]] = {
     "M-rules": lambda: _moved(),
     "M9": lambda: m9(planted=False),
     "L-rules": _quiet,
+    "L2-late-follower": late_follower,
 }

@@ -50,6 +50,7 @@ def test_converged_cluster_passes() -> None:
     result = _check(_audit())
     assert result.valid is True, result.anomalies
     assert result.figures == {"groups": 1, "partitions": 1, "stability-groups": -1,
+                              "stability-late-followers": 0,
                               "ops-after-heal": 1, "unavailable-after-heal": 0}  # fmt: skip
 
 

@@ -59,3 +59,24 @@ def test_the_planted_cases_exercise_their_rule() -> None:
     kinds = [(e["kind"], e.get("stage") or e.get("reason")) for e in leaving["n1"]
              if e["kind"] in ("config-committed", "step-down")]  # fmt: skip
     assert kinds[-2:] == [("config-committed", "stable"), ("step-down", "removed")]
+
+
+@pytest.mark.parametrize(("term", "leader"), [(3, "n4"), (2, "n4"), (4, "n1")])
+def test_learning_any_other_leader_in_the_window_stays_an_l2_break(term: int, leader: str) -> None:
+    """Only learning term 3's own leader (elected before the window) is a late
+    follower; another node, an older term or a newer one is a change (and n2
+    ending on another leader than the others breaks L1 as well)."""
+    from tests.checkers.rule_cases import late_follower
+
+    _, kinds = _judge(late_follower(term, leader))
+    assert ("convergence", "leader-changed-in-quiet") in kinds, kinds
+
+
+def test_a_late_follower_is_counted_not_hidden() -> None:
+    from tests.checkers.rule_cases import late_follower
+
+    case = late_follower()
+    events = [Event(**e) for e in case.history]
+    result = check({}, events, case.options, audit=case.audit,
+                   checkers={n: REGISTRY[n]() for n in case.checkers})  # fmt: skip
+    assert result.checkers["convergence"].figures["stability-late-followers"] == 1
