@@ -10,11 +10,14 @@ on its own files; `where` says what else a rule needs, and why a rule is
 simulator-only where it is.
 
 Each anomaly kind belongs to at most one rule, so a verdict maps back to the
-rules it breaks (`rules_broken`); the metastore's revision-ordering and
-watch guarantees (checkers/revisions.py) are checked too but are not part of
-the catalog (`OUTSIDE`). docs/invariants.md lists the same table for
-readers; tests/checkers/test_catalog.py holds the two to each other and to
-the checkers' sources, and breaks each rule alone.
+rules it breaks (`rules_broken`). The metastore's revision-ordering and
+watch guarantees (checkers/revisions.py, checkers/watches.py) are etcd's
+documented KV and watch API guarantees, not ember's invariants: they are
+`GUARANTEES` (G1-G9), which hold for etcd and for ember's metastore alike
+(`guarantees_broken`); what neither list names is `OUTSIDE`.
+docs/invariants.md lists the same tables for readers;
+tests/checkers/test_catalog.py holds them to each other and to the
+checkers' sources, and breaks each rule alone.
 """
 
 from __future__ import annotations
@@ -125,20 +128,47 @@ RULES: tuple[Rule, ...] = (
 
 BY_ID = {r.id: r for r in RULES}
 
-# Checked, but not catalog rules: the metastore's revision and watch guarantees.
+# etcd's documented KV and watch guarantees (etcd's api_guarantees page), held
+# by every revisioned store faultline drives: etcd, and ember's metastore.
+GUARANTEES: tuple[Rule, ...] = (
+    Rule("G1", "revisions never go back",
+         {"revisions": _k("stale-revision", "write-revision-not-increasing",
+                          "duplicate-write-revision")},
+         "in real time across clients, so for each client too"),
+    Rule("G2", "reads see acknowledged writes",
+         {"revisions": _k("snapshot-missed-write", "snapshot-from-future",
+                          "snapshot-wrong-value")},
+         "reads at a past revision here; reads of the latest are M8's linearizability check"),
+    Rule("G3", "watch ordered and unique",
+         {"revisions": _k("watch-revision-went-back", "watch-duplicate")}),
+    Rule("G4", "watch reliable", {"revisions": _k("watch-gap")},
+         "no certain write missing between a stream's first and last event"),
+    Rule("G5", "watch atomic", {"revisions": _k("watch-split-revision")},
+         "needs response boundaries (watch results as {responses})"),
+    Rule("G6", "watch bounded",
+         {"revisions": _k("watch-before-start", "watch-outside-range", "watch-event-mismatch",
+                          "watch-phantom-event")},
+         "nothing before its start, outside its range, or that no write made"),
+    Rule("G7", "progress truthful", {"revisions": _k("watch-progress-ahead")},
+         "needs progress notifications in the stream"),
+    Rule("G8", "watch resumable", {"revisions": _k("watch-resume-gap")},
+         "a watch from r loses nothing between r and its first event"),
+    Rule("G9", "compaction honoured",
+         {"revisions": _k("watch-compacted-not-refused", "watch-refused-wrongly")},
+         "needs compactions in the history (declared `compaction`)"),
+)  # fmt: skip
+
+GUARANTEE_BY_ID = {g.id: g for g in GUARANTEES}
+
+# Checked, but neither a catalog rule nor a guarantee: input the checker cannot read.
 OUTSIDE: Mapping[str, frozenset[str]] = {
-    "revisions": _k(
-        "stale-revision", "write-revision-not-increasing", "duplicate-write-revision",
-        "watch-gap", "watch-duplicate", "watch-revision-went-back", "watch-before-start",
-        "watch-outside-range", "watch-malformed", "snapshot-from-future",
-        "snapshot-missed-write", "snapshot-wrong-value", "assignments-malformed",
-    ),
-}  # fmt: skip
+    "revisions": _k("watch-malformed", "assignments-malformed"),
+}
 
 
-def _index() -> dict[tuple[str, str], str]:
+def _index(rules: tuple[Rule, ...]) -> dict[tuple[str, str], str]:
     out: dict[tuple[str, str], str] = {}
-    for rule in RULES:
+    for rule in rules:
         for checker, kinds in rule.kinds.items():
             for kind in kinds:
                 if (checker, kind) in out:
@@ -149,7 +179,8 @@ def _index() -> dict[tuple[str, str], str]:
     return out
 
 
-RULE_OF = _index()
+RULE_OF = _index(RULES)
+GUARANTEE_OF = _index(GUARANTEES)
 
 
 def rule_of(checker: str, kind: str) -> str | None:
@@ -157,7 +188,8 @@ def rule_of(checker: str, kind: str) -> str | None:
     return RULE_OF.get((checker, kind))
 
 
-def rules_broken(results: Mapping[str, Any]) -> set[str]:
+def rules_broken(results: Mapping[str, Any], index: Mapping[tuple[str, str], str] = RULE_OF,
+                 ) -> set[str]:  # fmt: skip
     """The rules a set of checker results report broken: {checker name: result},
     each result a CheckerResult or its results.json dict."""
     out: set[str] = set()
@@ -165,7 +197,12 @@ def rules_broken(results: Mapping[str, Any]) -> set[str]:
         anomalies = result.get("anomalies") if isinstance(result, dict) else result.anomalies
         for a in anomalies or ():
             kind = a.get("kind") if isinstance(a, dict) else a.kind
-            rule = rule_of(checker, str(kind))
+            rule = index.get((checker, str(kind)))
             if rule is not None:
                 out.add(rule)
     return out
+
+
+def guarantees_broken(results: Mapping[str, Any]) -> set[str]:
+    """The API guarantees (G1-G9) a set of checker results report broken."""
+    return rules_broken(results, GUARANTEE_OF)

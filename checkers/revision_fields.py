@@ -24,7 +24,9 @@ revisions. `where` is one of:
 - `watch`: a watch stream, its value the events delivered, each with
   `key` and `revision` (checkers/revisions.py, watch rules);
 - `snapshot`: a read at a past revision, its value {"at", "kvs"}
-  (checkers/revisions.py, snapshot rules).
+  (checkers/revisions.py, snapshot rules);
+- `compaction`: a compaction, its invoke value {"revision": c}
+  (checkers/watches.py, G9).
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from typing import Any
 
 from checkers.history import Operation
 
-STREAM_KINDS = ("watch", "snapshot")
+STREAM_KINDS = ("watch", "snapshot", "compaction")
 
 
 class DeclarationError(ValueError):
@@ -98,6 +100,6 @@ def parse(doc: Any, source: str = "test.json") -> RevisionFields | None:
         if not ok:
             raise DeclarationError(
                 f"{source}: revisions.ops[{f!r}] = {where!r}; expected revision, value, "
-                "value.<name>, watch or snapshot"
+                "value.<name>, watch, snapshot or compaction"
             )
     return RevisionFields(ops=dict(ops), key_prefix=prefix) if ops else None

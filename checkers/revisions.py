@@ -19,14 +19,9 @@ Real time is the history's index order. A sweep over operations by invoke
 index, with completions fed in by complete index, keeps the highest revision
 completed so far: O(n log n).
 
-A watch (declared `watch`; ember's `f: "watch"`) is one operation, invoked with `value`
-{"key": k} or {"prefix": p}, plus "from": the revision to resume at; it
-completes (ok, or info when cut off) with the events delivered, in order,
-as a list of {"key", "revision", ...}. Each watch delivers revisions that
-never go back (one atomic invoke may deliver several keys at one revision),
-no (key, revision) twice, nothing before `from`, and nothing is missing: every
-acknowledged write to its range whose revision lies between `from` and the
-last delivered revision was delivered.
+Watches (declared `watch`; ember's `f: "watch"`) are judged stream by stream
+against etcd's watch guarantees in checkers/watches.py, with the
+compactions (declared `compaction`) the history made.
 
 A snapshot read (declared `snapshot`; ember's `f: "range"`) completes with {"at": r, "kvs": [{key,
 value, mod_revision}]}: the keys as they were at revision r. It must
@@ -45,7 +40,6 @@ here too when the run has audit events.
 
 from __future__ import annotations
 
-import bisect
 import heapq
 from typing import Any
 
@@ -53,6 +47,7 @@ from checkers.api import Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import check_assignments
 from checkers.history import Operation
 from checkers.revision_fields import RevisionFields, parse
+from checkers.watches import WriteIndex, check_watch
 
 
 def revision_of(op: Operation, fields: RevisionFields | None) -> int | None:
@@ -98,14 +93,17 @@ class RevisionChecker:
         ops = [(op, rev) for op in ctx.operations if (rev := revision_of(op, fields)) is not None]
         anomalies = check_order(ops)
         kinds = [(op, fields.kind(op)) for op in ctx.operations] if fields else []
-        watches = [op for op, k in kinds if k == "watch" and isinstance(op.result, list)]
+        watches = [op for op, k in kinds if k == "watch" and op.result is not None]
         writes = sorted(((op, rev) for op, rev in ops if written_keys(op)), key=lambda w: w[1])
+        index = WriteIndex.build(ops, ctx.operations,
+                                 [op for op, k in kinds if k == "compaction"])  # fmt: skip
         for watch in watches:
-            anomalies.extend(check_watch(watch, writes))
+            anomalies.extend(check_watch(watch, index))
         snaps = [op for op, k in kinds if k == "snapshot" and op.type == "ok"]
         anomalies.extend(check_snapshots(snaps, writes))
         figures: dict[str, Any] = {"declared": fields is not None, "ops": len(ops),
                                    "writes": len(writes), "watches": len(watches),
+                                   "compactions": len(index.compactions),
                                    "snapshot_reads": len(snaps)}  # fmt: skip
         if ctx.audit:
             found, assignment_figures = check_assignments(ctx.audit)
@@ -150,55 +148,6 @@ def _pair(kind: str, verb: str, first: Operation, then: Operation, r1: int, r2: 
         revisions=[r1, r2],
         time=then.invoke_time,
     )
-
-
-def _covers(spec: dict[str, Any], key: Any) -> bool:
-    if "key" in spec:
-        return bool(key == spec["key"])
-    prefix = spec.get("prefix", "")
-    return isinstance(key, str) and isinstance(prefix, str) and key.startswith(prefix)
-
-
-def check_watch(watch: Operation, writes: list[tuple[Operation, int]]) -> list[Anomaly]:
-    """One watch stream's rules against the acknowledged writes (sorted by
-    revision); see the module doc."""
-    spec = watch.value if isinstance(watch.value, dict) else {}
-    start = int(spec.get("from") or 0)
-    found: list[Anomaly] = []
-
-    def flag(kind: str, message: str, revisions: list[int], ops: list[int] | None = None) -> None:
-        found.append(
-            Anomaly(kind=kind, message=f"watch op {watch.invoke_index}: {message}",
-                    ops=[watch.invoke_index, *(ops or [])], revisions=revisions,
-                    time=watch.invoke_time)
-        )  # fmt: skip
-
-    delivered: set[tuple[Any, int]] = set()
-    last = None
-    for item in watch.result:
-        key, rev = item.get("key"), item.get("revision")
-        if not isinstance(rev, int):
-            flag("watch-malformed", f"event {item!r} has no integer revision", [])
-            return found
-        if rev < start:
-            flag("watch-before-start", f"delivered revision {rev} before from={start}", [rev])
-        if last is not None and rev < last:
-            flag("watch-revision-went-back", f"delivered {rev} after {last}", [last, rev])
-        if (key, rev) in delivered:
-            flag("watch-duplicate", f"delivered {key!r}@{rev} twice", [rev])
-        if not _covers(spec, key):
-            flag("watch-outside-range", f"delivered {key!r}, outside {spec!r}", [rev])
-        delivered.add((key, rev))
-        last = rev if last is None else max(last, rev)
-    if last is None:
-        return found
-    lo = bisect.bisect_left(writes, start, key=lambda w: w[1])
-    hi = bisect.bisect_right(writes, last, key=lambda w: w[1])
-    for op, rev in writes[lo:hi]:
-        for key in written_keys(op):
-            if _covers(spec, key) and (key, rev) not in delivered:
-                flag("watch-gap", f"missed {key!r}@{rev}", [rev], [op.invoke_index])
-    return found
 
 
 def check_snapshots(snaps: list[Operation], writes: list[tuple[Operation, int]]) -> list[Anomaly]:

@@ -144,6 +144,7 @@ REVISION_BUGS = (
     "write-revision-not-increasing",
     "duplicate-write-revision",
     "watch-gap",
+    "watch-resume-gap",
     "watch-duplicate",
     "watch-revision-went-back",
     "watch-before-start",
@@ -213,9 +214,8 @@ def metastore_histories(draw: st.DrawFn, bug: str | None = None) -> list[dict[st
             script.invoke(draw(st.sampled_from(("put", "get"))), draw(st.sampled_from(keys)))
     while script.open:
         script.complete(min(script.open))
-    if script.revision < 2:  # every bug below needs two writes to misorder
-        for key in keys[:2]:
-            script.complete(script.invoke("put", key))
+    while script.revision < 3:  # a gap must sit between two deliveries
+        script.complete(script.invoke("put", keys[script.revision % 2]))
     top = script.revision
     if bug == "stale-revision":
         script.complete(script.invoke("get", "a"), revision=draw(st.integers(0, top - 1)))
@@ -225,11 +225,13 @@ def metastore_histories(draw: st.DrawFn, bug: str | None = None) -> list[dict[st
         first, second = script.invoke("put", "a"), script.invoke("put", "b")
         script.complete(first)
         script.complete(second, revision=script.revision)
-    # Two or more deliveries, so a gap can sit before the last one.
-    start = draw(st.integers(min_value=1, max_value=top - 1))
+    # Three or more deliveries, so a gap can sit between the first and the last.
+    start = draw(st.integers(min_value=1, max_value=top - 2))
     deliver = script.clean_watch(start)
     if bug == "watch-gap":
-        del deliver[draw(st.integers(0, len(deliver) - 2))]  # not the last: that's a cut
+        del deliver[draw(st.integers(1, len(deliver) - 2))]  # not the last: that's a cut
+    elif bug == "watch-resume-gap":
+        del deliver[0]  # the resumed stream skips where it should continue
     elif bug == "watch-duplicate":
         at = draw(st.integers(0, len(deliver) - 1))
         deliver.insert(at, deliver[at])

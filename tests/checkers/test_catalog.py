@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkers.api import Anomaly, CheckerResult
-from checkers.catalog import BY_ID, OUTSIDE, RULES, rules_broken
+from checkers.catalog import BY_ID, GUARANTEES, OUTSIDE, RULES, guarantees_broken, rules_broken
 from ember.sim.omniscient import SAFETY_PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,7 +19,7 @@ SOURCES = {
     "raft": ["checkers/raft.py", "checkers/raft_conf.py", "checkers/raft_leadership.py",
              "checkers/raft_quorum.py"],
     "revisions": ["checkers/revisions.py", "checkers/assignments.py", "checkers/membership.py",
-                  "checkers/authority.py"],
+                  "checkers/authority.py", "checkers/watches.py"],
     "convergence": ["checkers/convergence.py", "checkers/quiet.py"],
     "linearizable": ["checkers/linear.py"],
     "sim": ["ember/sim/omniscient.py"],
@@ -57,10 +57,25 @@ def test_the_page_lists_every_rule_with_its_kinds() -> None:
                 assert f"`{kind}`" in rows[rule.id], (rule.id, kind)
 
 
+@pytest.mark.parametrize("guarantee", [g.id for g in GUARANTEES])
+def test_each_guarantee_kind_is_one_its_checker_reports(guarantee: str) -> None:
+    """G1-G9 name kinds the revisions checker's sources emit, listed on the page."""
+    (g,) = [g for g in GUARANTEES if g.id == guarantee]
+    text = (ROOT / "docs" / "invariants.md").read_text()
+    (row,) = [line for line in text.splitlines() if line.startswith(f"| {guarantee} |")]
+    for checker, kinds in g.kinds.items():
+        source = "".join((ROOT / p).read_text() for p in SOURCES[checker])
+        for kind in kinds:
+            assert f'"{kind}"' in source, f"{guarantee}: {checker} never reports {kind}"
+            assert f"`{kind}`" in row, (guarantee, kind)
+
+
 def test_kinds_outside_the_catalog_are_no_rule() -> None:
-    """The metastore's own guarantees are reported but map to no rule."""
+    """Guarantees and unreadable input are reported but map to no catalog rule."""
+    kinds = set(OUTSIDE["revisions"]) | {k for g in GUARANTEES for k in g.kinds["revisions"]}
     result = CheckerResult(name="revisions", valid=False, anomalies=[
-        Anomaly(kind=k, message="") for k in sorted(OUTSIDE["revisions"])])  # fmt: skip
+        Anomaly(kind=k, message="") for k in sorted(kinds)])  # fmt: skip
     assert rules_broken({"revisions": result}) == set()
+    assert guarantees_broken({"revisions": result}) == {g.id for g in GUARANTEES}
     mixed = {"raft": {"anomalies": [{"kind": "two-leaders"}]}, "sim": {"anomalies": []}}
     assert rules_broken(mixed) == {"R1"}

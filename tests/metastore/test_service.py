@@ -13,7 +13,8 @@ import aiohttp
 import pytest
 
 from checkers.history import Operation
-from checkers.revisions import check_order, check_watch, written_keys
+from checkers.revisions import check_order, written_keys
+from checkers.watches import WriteIndex, check_watch
 from ember.metastore.client import MetaClient, MetaUnavailable, watch_stream
 from tests.node.cluster import ProcCluster
 
@@ -158,5 +159,5 @@ def test_watch_resumes_across_a_leader_kill_in_order_without_gaps(cluster: ProcC
                     key=lambda w: w[1])  # fmt: skip
     assert len(writes) >= 100
     assert check_order(writes) == []
-    assert check_watch(watch, writes) == []
+    assert check_watch(watch, WriteIndex.build(writes, rec.ops)) == []
     assert events[-1]["revision"] >= writes[-1][1]
