@@ -276,8 +276,11 @@ class _Judge:
 
     def _progress(self, stream: Stream, delivered: dict[tuple[Any, int], int]) -> None:
         """G7: a progress notification at p claims every event up to p delivered."""
+        # A watch of "now" (no start) owes nothing before its first event.
+        lo = self.start or min((r for _, r in delivered), default=None)
         for resp, p in stream.progress:
-            for rev, key, op in self._missing(delivered, self.start, p, before=resp):
+            missing = [] if lo is None else self._missing(delivered, lo, p, before=resp)
+            for rev, key, op in missing:
                 self.flag("watch-progress-ahead", f"progress at {p} before {key!r}@{rev} was "
                           "delivered", [p, rev], [op])  # fmt: skip
             late = [

@@ -198,3 +198,13 @@ def test_a_list_shaped_stream_is_still_judged_where_it_can_be() -> None:
     assert _check(story).valid is True
     del flat[1]  # m/b=2, an acknowledged put
     assert [a.kind for a in _check(story).anomalies] == ["watch-gap"]
+
+
+def test_a_watch_of_now_owes_nothing_before_its_first_event() -> None:
+    """Without `from` a watch starts at the store's revision when it begins:
+    its progress notification claims nothing about earlier writes."""
+    story = _story()
+    story["C_from"] = 0
+    story["C"]["responses"] = story["C"]["responses"][2:]  # events at 4 and 5 only
+    story["C"]["responses"].insert(1, {"revision": 4, "progress": True})
+    assert _check(story).valid is True
