@@ -206,10 +206,11 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     # Whether they do is read, not assumed: every node's kernel boot id is ours.
     anchor = {"history_zero_wall": time.time(), "history_zero_mono_ns": time.monotonic_ns(),
               "shared_monotonic": False, "harness_boot_id": local_boot_id()}  # fmt: skip
-    offsets = OffsetRecorder(p.control, [n.name for n in p.nodes], p.run.timeline, anchor)
+    # The simulator's processes all read the loop's one clock: there is no
+    # offset to measure (and no shell to read one through).
+    measured = [] if p.plan.backend == "sim" else [n.name for n in p.nodes]
+    offsets = OffsetRecorder(p.control, measured, p.run.timeline, anchor)
     offsets.measure_all("start")
-    # The simulator's processes all read the loop's one clock (and measure no
-    # offsets: there is nothing to measure).
     anchor["shared_monotonic"] = p.plan.backend == "sim" or (
         p.plan.backend == "docker" and offsets.same_kernel()
     )
