@@ -8,11 +8,13 @@ off) with what the stream delivered, in one of two shapes:
 - a list of events {key, revision, type (PUT/DELETE), value}: the stream's
   events in order, without response boundaries (the shape older runs
   wrote), so atomicity, progress and compaction cannot be judged on it;
-- an object {"responses": [...], "compacted": c, "canceled": why}: each
+- an object {"responses": [...], "compacted": c, "unframed": bool}: each
   response {"revision": header, "events": [...]} in arrival order, a
   progress notification {"revision": p, "progress": true}; `compacted`,
   when the stream was refused or cancelled because its revisions were
-  compacted, is the compact revision the store reported.
+  compacted, is the compact revision the store reported; `unframed` says
+  the responses are not the store's atomic units (ember's NDJSON stream
+  sends one event per line), so atomicity (G5) is not judged.
 
 Against the history's writes (`WriteIndex`), each stream must be:
 
@@ -174,7 +176,7 @@ def stream_of(result: Any) -> Stream | None:
             progress.append((i, int(resp["revision"])))
         events += [(i, e) for e in resp.get("events") or []]
     compacted = result.get("compacted")
-    return Stream(events, progress, framed=True,
+    return Stream(events, progress, framed=not result.get("unframed"),
                   compacted=compacted if isinstance(compacted, int) else None)  # fmt: skip
 
 
@@ -228,8 +230,8 @@ class _Judge:
                 if len(resps) > 1:
                     self.flag("watch-split-revision", f"revision {rev}'s events came in "
                               f"{len(resps)} responses, not one", [rev])  # fmt: skip
-            self._progress(stream, delivered)
-            self._compaction(stream)
+        self._progress(stream, delivered)
+        self._compaction(stream)
         if last is not None:
             self._gaps(delivered, min(r for _, r in delivered), last)
 

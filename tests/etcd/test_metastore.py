@@ -46,3 +46,16 @@ def test_a_watch_resumes_after_the_last_revision_delivered() -> None:
     third = gen.op(_ctx())
     assert isinstance(third, Op)
     assert third.value["from"] == 6
+
+
+def test_a_watch_resumes_after_a_stream_recorded_as_responses() -> None:
+    """ember's watches record {responses}: progress lines move nothing, events do."""
+    gen = WatchGen()
+    first = gen.op(_ctx())
+    assert isinstance(first, Op)
+    stream = {"responses": [{"revision": 4, "events": [{"key": "m/1", "revision": 4}]},
+                            {"revision": 9, "progress": True}], "unframed": True}  # fmt: skip
+    gen.update(_ctx(), Completion(op=first, thread=0, type="ok", value=stream))
+    second = gen.op(_ctx())
+    assert isinstance(second, Op)
+    assert second.value["from"] == 5
