@@ -159,6 +159,10 @@ class WatchGen(Generator):
             events = watch_events(event.value)
             if events:
                 self.next_revision = max(int(e["revision"]) for e in events) + 1
+            compacted = event.value.get("compacted") if isinstance(event.value, dict) else None
+            if isinstance(compacted, int):
+                # What lies below was compacted away (the store said so): go on from there.
+                self.next_revision = max(self.next_revision, compacted)
 
 
 def watch_events(result: Any) -> list[dict[str, Any]]:

@@ -59,3 +59,14 @@ def test_a_watch_resumes_after_a_stream_recorded_as_responses() -> None:
     second = gen.op(_ctx())
     assert isinstance(second, Op)
     assert second.value["from"] == 5
+
+
+def test_a_watch_refused_as_compacted_goes_on_from_the_compact_revision() -> None:
+    gen = WatchGen()
+    first = gen.op(_ctx())
+    assert isinstance(first, Op)
+    refused = {"responses": [], "unframed": True, "compacted": 40}
+    gen.update(_ctx(), Completion(op=first, thread=0, type="fail", value=refused))
+    second = gen.op(_ctx())
+    assert isinstance(second, Op)
+    assert second.value["from"] == 40
