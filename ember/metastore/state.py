@@ -15,8 +15,9 @@ key's previous record. That one list serves three needs:
 - watches: the events with revision >= `from`, in log order, which is
   revision order with no gaps or duplicates, on every replica alike;
 - reads at a past revision r: undo the events above r, newest first;
-- compaction at c: drop the events at or below c. After it a watch from a
-  revision <= c, or a read below c, raises `Compacted` naming both.
+- compaction at c: drop the events below c. After it a watch from below c,
+  or a read below c, raises `Compacted` naming both; a watch from c itself
+  is served, as etcd serves it (its events at c are kept).
 
 Commands and results use the JSON shapes of docs/models.md ("metastore"), so
 the linearizability model checks what the API answers without translation.
@@ -52,7 +53,7 @@ class Compacted(MetastoreError):  # noqa: N818 -- reads as the state it reports
     def __init__(self, revision: int, compact_revision: int) -> None:
         super().__init__(
             f"revision {revision} is compacted (compacted up to {compact_revision}; "
-            f"read at or watch from a revision above it)"
+            f"read at or watch from it or above)"
         )
         self.revision = revision
         self.compact_revision = compact_revision
@@ -141,7 +142,7 @@ class MetaState(msgspec.Struct, kw_only=True):
         self, start: int, *, key: str | None = None, prefix: str | None = None
     ) -> list[Event]:
         """Events on `key` / under `prefix` with revision >= `start`, in order."""
-        if start <= self.compact_revision and self.compact_revision > 0:
+        if start < self.compact_revision:
             raise Compacted(start, self.compact_revision)
         lo = _first_at_or_above(self.events, start)
         return [ev for ev in self.events[lo:] if _covers(ev.key, key, prefix)]
@@ -191,12 +192,12 @@ class MetaState(msgspec.Struct, kw_only=True):
             return False
 
     def compact(self, revision: int) -> int:
-        """Forget history at or below `revision`; returns the compact revision."""
+        """Forget history below `revision`; returns the compact revision."""
         if revision > self.revision:
             raise MetastoreError(f"cannot compact at {revision}: current revision {self.revision}")
         if revision <= self.compact_revision:
             return self.compact_revision
-        lo = _first_at_or_above(self.events, revision + 1)
+        lo = _first_at_or_above(self.events, revision)
         del self.events[:lo]
         self.compact_revision = revision
         return revision
