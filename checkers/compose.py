@@ -36,7 +36,7 @@ import msgspec
 from checkers.api import Anomaly, CheckContext, Checker, CheckerResult, Validity, merge_validity
 from checkers.audit import load_audit
 from checkers.history import Event, Operation, load_history, pair
-from checkers.linear import LinearizabilityChecker
+from checkers.linear import NOT_MODELLED, LinearizabilityChecker
 from checkers.stats import MEMBERSHIP_FS, fault_counts
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
@@ -46,7 +46,7 @@ def _is_meta(op: Operation) -> bool:
     return (
         isinstance(op.process, int)
         and op.f not in MEMBERSHIP_FS
-        and op.f != "watch"
+        and op.f not in NOT_MODELLED
         and (op.key or "").startswith(METASTORE_PREFIX)
     )
 
@@ -73,7 +73,7 @@ class SplitLinear:
             return LinearizabilityChecker().check(ctx)
         rest = [op for op in ctx.operations if not _is_meta(op)]
         kv = LinearizabilityChecker().check(msgspec.structs.replace(ctx, operations=rest))
-        meta_ops = [_values_only(op) for op in meta if op.f != "range"]
+        meta_ops = [_values_only(op) for op in meta]
         options = {**ctx.options, "model": "metastore"}
         m = LinearizabilityChecker().check(
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)

@@ -58,13 +58,19 @@ def model_for(ctx: CheckContext, ops: list[Operation] | None = None) -> str:
     return DEFAULT_MODEL
 
 
+# The metastore's streams and reads of the past, and its compactions: no
+# model step (they do not read or change the present), the revisions
+# checker's business (checkers/revisions.py, checkers/watches.py).
+NOT_MODELLED = frozenset({"watch", "range", "compact"})
+
+
 def model_ops(operations: list[Operation]) -> list[Operation]:
     """The operations on the model: not the nemesis's, nor the admin's
-    (membership changes), nor watches."""
+    (membership changes), nor watches, past reads and compactions."""
     return [
         op
         for op in operations
-        if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f != "watch"
+        if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS and op.f not in NOT_MODELLED
     ]
 
 

@@ -132,6 +132,8 @@ def plan_from_args(args: argparse.Namespace) -> plans.Plan:
         options["nemesis_phases"] = list(system.default_phases)
     if args.failpoint:
         options["failpoints"] = dict(_failpoint(text) for text in args.failpoint)
+    if args.meta_traffic is not None:
+        options["meta_traffic"] = _meta_traffic(args.meta_traffic, system, workload)
     settings: dict[str, Any] = {}
     for text in args.db_setting or ():
         key, sep, raw = text.partition("=")
@@ -212,6 +214,11 @@ def add_plan_flags(p: argparse.ArgumentParser, default_backend: str | None) -> N
                    help=f"phases that trigger faults: {', '.join(PHASES)}")  # fmt: skip
     p.add_argument("--failpoint", action="append", metavar="NAME[=JSON]",
                    help="switch an ember failpoint on at every node from the start")  # fmt: skip
+    p.add_argument("--meta-traffic", metavar="KINDS",
+                   help="metastore traffic beyond get/put/invoke: all, none, or a list of "
+                   "delete, range, compact, compare-mod, watch-now, watch-past, "
+                   "watch-compaction, watch-compacted, watch-future, watch-key, watch-slow "
+                   "(default: the system's own)")  # fmt: skip
     p.add_argument("--db-setting", action="append", metavar="KEY=VALUE",
                    help="an ember setting (TOML key), e.g. election_timeout_ticks=40")  # fmt: skip
     p.add_argument("--time-limit", type=_positive(float, "--time-limit"), default=60.0,
@@ -387,3 +394,23 @@ def replay_verdict(original: Path, replayed: Path) -> str:
         f"replay: DIFFERS from {original} in {', '.join(differ)} (a changed tree, "
         "or a determinism bug: tests/sim/test_whole_system.py)"
     )
+
+
+def _meta_traffic(text: str, system: Any, workload: tuple[str, ...]) -> list[str]:
+    """--meta-traffic's kinds, in their canonical order; refused where not sendable."""
+    from workloads import meta_traffic
+
+    if "metastore" not in workload:
+        raise CliError("--meta-traffic needs the metastore workload (--workload ...,metastore)")
+    try:
+        kinds = meta_traffic.parse("all" if text == "all" else text, ())
+    except meta_traffic.TrafficError as exc:
+        raise CliError(f"--meta-traffic: {exc}") from None
+    if text == "all":
+        kinds = frozenset(system.meta_traffic)
+    cannot = sorted(kinds - set(system.meta_traffic))
+    if cannot:
+        sends = ", ".join(system.meta_traffic) or "none of them"
+        raise CliError(f"--meta-traffic: {system.name} cannot send {', '.join(cannot)} "
+                       f"(it sends {sends})")  # fmt: skip
+    return [k for k in meta_traffic.KINDS if k in kinds]

@@ -45,7 +45,9 @@ import aiohttp
 
 from ember.client import EmberClient, Outcome
 from harness.interpreter import Reply
+from workloads import meta_traffic
 from workloads.generator import Completion, Context, Event, Fn, Generator, Op, Result
+from workloads.meta_traffic import SLOW_READ_S, Known
 
 PREFIX = "m/"
 DEFAULT_KEYS = 4
@@ -73,8 +75,11 @@ def _condition(r: random.Random, key: str) -> dict[str, Any]:
 class MetastoreOps(Generator):
     """An endless seeded stream of metastore ops over `keys` keys.
 
-    A `range` reads at a revision some way behind the newest one a
-    completion reported, so it needs to see completions (`update`).
+    A `range` reads, and a `compact` compacts, some way behind the newest
+    revision a completion reported, so it needs to see completions
+    (`update`); `known` shares what it learns with the watch generator.
+    `traffic` (workloads.meta_traffic) adds compactions (now and then, and
+    right after each delete) and mod-revision comparisons to `mix`.
     """
 
     def __init__(
@@ -82,14 +87,28 @@ class MetastoreOps(Generator):
         rng: random.Random,
         keys: int = DEFAULT_KEYS,
         mix: Sequence[tuple[str, float]] = BASIC_MIX,
+        traffic: frozenset[str] = frozenset(),
+        known: Known | None = None,
     ) -> None:
         self.names = key_names(keys)
+        if "compact" in traffic:
+            mix = (*mix, ("compact", meta_traffic.COMPACT_WEIGHT))
         self.fs = [f for f, _ in mix]
         self.weights = [w for _, w in mix]
-        self.newest = 0  # the highest revision any completion reported
+        self.traffic = traffic
+        self.known = known or Known()
+        self.compact_next = False  # a delete just completed: compact right after it
         self.gen = Fn(self._make, rng)
 
+    @property
+    def newest(self) -> int:
+        """The highest revision any completion reported."""
+        return self.known.newest
+
     def _make(self, r: random.Random) -> Op:
+        if self.compact_next:
+            self.compact_next = False
+            return Op(f="compact", value=meta_traffic.compact_op_value(r, self.known))
         key = r.choice(self.names)
         f = r.choices(self.fs, self.weights)[0]
         if f == "get":
@@ -98,6 +117,8 @@ class MetastoreOps(Generator):
             return Op(f="put", key=key, value=r.randrange(VALUES))
         if f == "delete":
             return Op(f="delete", key=key)
+        if f == "compact":
+            return Op(f="compact", value=meta_traffic.compact_op_value(r, self.known))
         if f == "range":
             back = r.randrange(1, 20)
             return Op(f="range", key=PREFIX, value={"revision": max(1, self.newest - back)})
@@ -108,7 +129,10 @@ class MetastoreOps(Generator):
         orelse = (
             [{"op": "put", "key": other, "value": r.randrange(VALUES)}] if r.random() < 0.5 else []
         )
-        value = {"if": [_condition(r, key)], "then": then, "else": orelse}
+        conds = [_condition(r, key)]
+        if "compare-mod" in self.traffic and r.random() < 0.5:
+            conds.append(meta_traffic.mod_condition(r, r.choice(self.names), self.known))
+        value = {"if": conds, "then": then, "else": orelse}
         return Op(f="invoke", key=key, value=value)
 
     def op(self, ctx: Context) -> Result:
@@ -118,7 +142,11 @@ class MetastoreOps(Generator):
         if isinstance(event, Completion) and event.type == "ok":
             rev = revision_in(event.value)
             if rev is not None:
-                self.newest = max(self.newest, rev)
+                self.known.newest = max(self.known.newest, rev)
+            if event.op.f == "compact" and isinstance(event.op.value, dict):
+                self.known.compacted = max(self.known.compacted, int(event.op.value["revision"]))
+            if event.op.f == "delete" and "compact" in self.traffic:
+                self.compact_next = True
 
 
 def revision_in(value: Any) -> int | None:
@@ -131,10 +159,14 @@ def revision_in(value: Any) -> int | None:
 
 
 def metastore_ops(
-    rng: random.Random, keys: int = DEFAULT_KEYS, mix: Sequence[tuple[str, float]] = BASIC_MIX
+    rng: random.Random,
+    keys: int = DEFAULT_KEYS,
+    mix: Sequence[tuple[str, float]] = BASIC_MIX,
+    traffic: frozenset[str] = frozenset(),
+    known: Known | None = None,
 ) -> Generator:
     """An endless seeded stream of metastore ops (see `MetastoreOps`)."""
-    return MetastoreOps(rng, keys, mix)
+    return MetastoreOps(rng, keys, mix, traffic, known)
 
 
 def final_reads(keys: int = DEFAULT_KEYS) -> list[Op]:
@@ -143,35 +175,59 @@ def final_reads(keys: int = DEFAULT_KEYS) -> list[Op]:
 
 
 class WatchGen(Generator):
-    """Back-to-back watches of PREFIX, each resuming after the last delivered revision."""
+    """Back-to-back watches of PREFIX, each resuming after the last delivered
+    revision; with probe kinds in `traffic`, some watches probe other starts
+    and keys instead (workloads.meta_traffic) and leave the chain where it was.
+    """
 
-    def __init__(self) -> None:
+    def __init__(self, rng: random.Random | None = None, traffic: frozenset[str] = frozenset(),
+                 known: Known | None = None, keys: int = DEFAULT_KEYS) -> None:  # fmt: skip
         self.next_revision = 1
+        self.seen = 0  # the highest revision a watch delivered or a progress line named
+        self.rng, self.traffic, self.known = rng, traffic, known or Known()
+        self.names = key_names(keys)
 
     def op(self, ctx: Context) -> Result:
         """The next watch (one at a time per thread)."""
-        return Op(f="watch", value={"prefix": PREFIX, "from": self.next_revision},
-                  time_ns=ctx.time_ns)  # fmt: skip
+        value: dict[str, Any] = {"prefix": PREFIX, "from": self.next_revision}
+        if self.rng is not None:
+            probe = meta_traffic.probe_spec(self.rng, self.traffic, self.known, self.seen,
+                                            PREFIX, self.names)  # fmt: skip
+            value = probe or value
+            if "watch-slow" in self.traffic and self.rng.random() < meta_traffic.SLOW_SHARE:
+                value["slow"] = True
+        return Op(f="watch", value=value, time_ns=ctx.time_ns)
 
     def update(self, ctx: Context, event: Event) -> None:
         """Resume after the last revision the completed watch delivered."""
-        if isinstance(event, Completion) and event.op.f == "watch":
-            events = watch_events(event.value)
-            if events:
-                self.next_revision = max(int(e["revision"]) for e in events) + 1
-            compacted = event.value.get("compacted") if isinstance(event.value, dict) else None
-            if isinstance(compacted, int):
-                # What lies below was compacted away (the store said so): go on from there.
-                self.next_revision = max(self.next_revision, compacted)
+        if not (isinstance(event, Completion) and event.op.f == "watch"):
+            return
+        events = watch_events(event.value)
+        progress = [r.get("revision") for r in watch_responses(event.value) if r.get("progress")]
+        self.seen = max([self.seen, *(int(e["revision"]) for e in events),
+                         *(p for p in progress if isinstance(p, int))])  # fmt: skip
+        if isinstance(event.op.value, dict) and "probe" in event.op.value:
+            return  # a probe: the chain goes on where it was
+        if events:
+            self.next_revision = max(int(e["revision"]) for e in events) + 1
+        compacted = event.value.get("compacted") if isinstance(event.value, dict) else None
+        if isinstance(compacted, int):
+            # What lies below was compacted away (the store said so): go on from there.
+            self.next_revision = max(self.next_revision, compacted)
+
+
+def watch_responses(result: Any) -> list[dict[str, Any]]:
+    """A {responses} watch result's responses ([] for the list shape)."""
+    if isinstance(result, dict):
+        return [r for r in result.get("responses") or [] if isinstance(r, dict)]
+    return []
 
 
 def watch_events(result: Any) -> list[dict[str, Any]]:
     """The events of a watch's result, either shape (a list, or {responses})."""
     if isinstance(result, list):
         return result
-    if isinstance(result, dict):
-        return [e for r in result.get("responses") or [] for e in r.get("events") or []]
-    return []
+    return [e for r in watch_responses(result) for e in r.get("events") or []]
 
 
 def _reply(out: Outcome, node_of: Mapping[str, str], value: Any = None) -> Reply:
@@ -198,7 +254,7 @@ class EmberMetaWorker:
         return out
 
     async def invoke(self, op: Op) -> Reply:
-        """get / put / delete / invoke / range; anything else is a harness bug (info)."""
+        """get / put / delete / invoke / range / compact; anything else is a harness bug (info)."""
         key = op.key or ""
         if op.f in ("get", "put", "delete"):
             body: dict[str, Any] = {"key": key}
@@ -214,6 +270,11 @@ class EmberMetaWorker:
             out = await self._call("invoke", dict(op.value))
             v = out.value if isinstance(out.value, dict) else {}
             return _reply(out, self.node_of, {"succeeded": v.get("succeeded"),
+                                               "revision": v.get("revision")})  # fmt: skip
+        if op.f == "compact":
+            out = await self._call("compact", {"revision": int(op.value["revision"])})
+            v = out.value if isinstance(out.value, dict) else {}
+            return _reply(out, self.node_of, {"compact_revision": v.get("compact_revision"),
                                                "revision": v.get("revision")})  # fmt: skip
         if op.f == "range":
             at = int(op.value["revision"])
@@ -258,10 +319,28 @@ class EmberWatchWorker:
             return Reply(type="fail", value=stream, error=error, node=node)
         return Reply(type="info", value=stream, error=error, node=node)
 
+    async def _now(self, url: str) -> int:
+        """The store's current revision, as `url` answers it (a watch of "now")."""
+        assert self._session is not None
+        for _ in range(2):  # a follower answers 421 naming the leader
+            async with self._session.post(f"{url}/meta/get", json={"key": PREFIX}) as resp:
+                doc = await resp.json(content_type=None)
+            if resp.status == 421 and doc.get("leader_url"):
+                url = str(doc["leader_url"])
+                continue
+            if resp.status == 200 and isinstance(doc.get("revision"), int):
+                return int(doc["revision"])
+            break
+        raise ValueError(f"no current revision from {url}: HTTP {resp.status}")
+
     async def _stream(self, url: str, spec: dict[str, Any], stream: dict[str, Any]) -> str:
         assert self._session is not None
         responses: list[dict[str, Any]] = stream["responses"]
-        params = {"prefix": str(spec["prefix"]), "from": str(spec["from"])}
+        # ember has no "from now": start after the revision the leader reports.
+        start = spec["from"] if "from" in spec else await self._now(url) + 1
+        params = {"from": str(start)}
+        params.update({"key": str(spec["key"])} if "key" in spec else
+                      {"prefix": str(spec["prefix"])})  # fmt: skip
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=1.0, sock_read=3.0)
         for _ in range(2):  # a non-replica answers 421 naming one
             async with self._session.get(f"{url}/meta/watch", params=params,
@@ -288,5 +367,7 @@ class EmberWatchWorker:
                     elif "revision" in item and "key" in item:
                         event = {k: item.get(k) for k in ("key", "revision", "type", "value")}
                         responses.append({"revision": item["revision"], "events": [event]})
+                    if spec.get("slow"):
+                        await asyncio.sleep(SLOW_READ_S)  # a consumer that falls behind
                 return "watch stream closed by the node"
         return "watch redirected too often"

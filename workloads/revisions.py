@@ -21,9 +21,10 @@ from typing import Any
 METASTORE_PREFIX = "m/"
 
 DECLARED: dict[str, dict[str, str]] = {
-    # docs/models.md's metastore model, plus watch streams and snapshot reads.
+    # docs/models.md's metastore model, plus watch streams, snapshot reads and compactions.
     "metastore": {"get": "value.revision", "put": "value", "delete": "value",
-                  "invoke": "value.revision", "watch": "watch", "range": "snapshot"},
+                  "invoke": "value.revision", "watch": "watch", "range": "snapshot",
+                  "compact": "compaction"},
     # The alter's metastore write reports the revision after it.
     "rebalance": {"alter-zone": "value.revision"},
     # The trigger alter's and the cancel invoke's revisions.

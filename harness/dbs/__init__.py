@@ -80,6 +80,10 @@ class System(Generic[D]):
     # The roles a kill, pause or isolating partition can aim at
     # (`nemesis.targets.ROLE_TARGETS`): a db without some has fewer.
     roles: tuple[str, ...] = ("group-leader", "meta-leader", "placement-driver", "primary")
+    # The metastore traffic kinds it can send (workloads.meta_traffic.KINDS), and
+    # those a plan that names none sends.
+    meta_traffic: tuple[str, ...] = ()
+    default_meta_traffic: tuple[str, ...] = ()
 
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""

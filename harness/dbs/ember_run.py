@@ -34,6 +34,7 @@ from harness.control import Control
 from harness.db import DBError, EmberDB
 from harness.dbs import PhaseSource, System, Workers, first_line, register_keys
 from harness.interpreter import Reply, Worker
+from workloads import meta_traffic
 from workloads.generator import Generator, Op, Stagger, TimeLimit
 from workloads.register import final_reads as register_final_reads
 
@@ -198,10 +199,17 @@ def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dic
         )  # fmt: skip
     if "metastore" in plan.workload:
         keys = int(plan.options.get("meta_keys", metastore.DEFAULT_KEYS))
-        ops = metastore.metastore_ops(plan.rng("metastore"), keys, metastore.FULL_MIX)
+        traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
+        mix = [(f, w) for f, w in metastore.FULL_MIX if f not in meta_traffic.KINDS or f in traffic]
+        known = meta_traffic.Known()
+        ops = metastore.metastore_ops(plan.rng("metastore"), keys, mix, traffic, known)
         rate = float(plan.options.get("meta_rate_hz", 10.0))
         out["meta"] = TimeLimit(t, Stagger(1.0 / rate, ops, plan.rng("metastore-timing")))
-        out["watch"] = TimeLimit(t, metastore.WatchGen())
+        # Probes draw from a stream of their own, and only when on: plans that
+        # send none watch exactly as before.
+        probing = traffic & {*meta_traffic.PROBES, "watch-slow"}
+        rng = plan.rng("watch-probes") if probing else None
+        out["watch"] = TimeLimit(t, metastore.WatchGen(rng, traffic, known, keys))
     return out
 
 
@@ -228,6 +236,8 @@ SYSTEM: System[EmberDB] = System(
     version=version,
     # change-stage / change-done and the assignment keys (nemesis/phase.py);
     # a rebalance or cancel race changes peers too.
+    meta_traffic=meta_traffic.EMBER_KINDS,
+    default_meta_traffic=meta_traffic.EMBER_DEFAULT,
     phases_reached={
         "change-peers": ("catching-up", "joint", "stable", "done"),
         "rebalance": ("catching-up", "joint", "stable", "done", "pending", "pending-open"),

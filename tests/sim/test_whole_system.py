@@ -163,3 +163,27 @@ def test_a_setting_the_simulator_cannot_honour_is_refused(tmp_path: Path) -> Non
     plan = plans.Plan(seed=1, backend="sim", db_settings={"unsafe_no_fsync": True})
     with pytest.raises(plans.PlanError, match="cannot honour the unsafe_no_fsync setting"):
         run(plan, tmp_path, status=RunStatus())
+
+
+def test_the_full_metastore_traffic_is_sent_and_judged(tmp_path: Path) -> None:
+    """--meta-traffic all on ember: compactions, refused and probing watches, all
+    judged by the watch guarantees, and a clean tree keeps them."""
+    run_dir = _sim(tmp_path, seed=5, time_limit=20.0, workload=("register", "metastore"),
+                   options={"meta_traffic": ["delete", "range", "compact", "watch-now",
+                                             "watch-past", "watch-compaction",
+                                             "watch-compacted", "watch-future", "watch-key",
+                                             "watch-slow"]})  # fmt: skip
+    history = _history(run_dir)
+    done = [e for e in history if e["type"] != "invoke"]
+    assert any(e["f"] == "compact" and e["type"] == "ok" for e in done)
+    refused = [e for e in done if e["f"] == "watch" and isinstance(e.get("value"), dict)
+               and "compacted" in e["value"]]  # fmt: skip
+    assert refused, "no watch from a compacted revision was refused"
+    probes = {e["value"].get("probe") for e in history if e["f"] == "watch"
+              and e["type"] == "invoke"} - {None}  # fmt: skip
+    assert len(probes) >= 3, probes
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is True, results["reasons"]
+    figures = results["checkers"]["revisions"]["figures"]
+    assert figures["compactions"] > 0
+    assert figures["watches"] >= 5

@@ -1,0 +1,113 @@
+"""Which metastore traffic a plan sends beyond get / put / invoke (issue 24).
+
+Theory of operation. etcd's KV and watch guarantees (checkers/watches.py,
+G1-G9) are reached only by traffic that goes where they live: deletes,
+compactions, reads and watches at past, compacted and future revisions,
+watches on single keys, slow consumers, progress notifications. Each kind
+is switched on by name in the plan (option `meta_traffic`, flag
+`--meta-traffic`), so a run says what it sent and a replay sends it again:
+
+- `delete`: deletes of single keys;
+- `range`: snapshot reads of the prefix at a recent past revision;
+- `compact`: compactions at a recent revision, now and then and right
+  after a delete;
+- `compare-mod`: transactions that also compare a key's mod revision (not
+  on ember: its control plane writes the same metastore, so its revisions
+  jump by writes the linearizability model never sees, and a comparison
+  with one cannot be judged; checkers/compose.py);
+- `watch-now`, `watch-past`, `watch-compaction`, `watch-compacted`,
+  `watch-future`: probe watches (beside the resuming chain of watches)
+  started at the current revision, a past one, the last compaction's, one
+  below it (to be refused, naming the compact revision) and one not
+  written yet;
+- `watch-key`: probes of a single key rather than the prefix;
+- `watch-slow`: watches whose consumer reads the stream slowly.
+
+The op stream and the watch stream learn from different completions; they
+share a `Known` (the newest revision any completion reported, the highest
+compaction acknowledged), so a watch can aim at a compaction a client made.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+KINDS = (
+    "delete", "range", "compact", "compare-mod", "watch-now", "watch-past",
+    "watch-compaction", "watch-compacted", "watch-future", "watch-key", "watch-slow",
+)  # fmt: skip
+PROBES = ("watch-now", "watch-past", "watch-compaction", "watch-compacted", "watch-future")
+# What ember's plans sent before the kinds could be chosen: their default still.
+EMBER_DEFAULT = ("delete", "range")
+EMBER_KINDS = tuple(k for k in KINDS if k != "compare-mod")  # see compare-mod above
+PROBE_SHARE = 0.4  # of watches, when probes are on: the rest resume the chain
+SLOW_SHARE = 0.3  # of watches, when slow consumers are on
+SLOW_READ_S = 0.05  # a slow consumer's pause after each line it reads
+COMPACT_WEIGHT = 0.03
+
+
+class TrafficError(ValueError):
+    """A `meta_traffic` naming a kind there is none of."""
+
+
+def parse(option: Any, default: Iterable[str]) -> frozenset[str]:
+    """The kinds a plan's `meta_traffic` switches on (absent: `default`)."""
+    if option is None:
+        return frozenset(default)
+    if isinstance(option, str):
+        option = [] if option in ("", "none") else list(KINDS) if option == "all" else \
+            [k.strip() for k in option.split(",")]  # fmt: skip
+    if not isinstance(option, list | tuple) or not all(isinstance(k, str) for k in option):
+        raise TrafficError(f"meta_traffic must be a list of kinds, got {option!r}")
+    unknown = sorted(set(option) - set(KINDS))
+    if unknown:
+        raise TrafficError(f"unknown metastore traffic {', '.join(unknown)}; known: "
+                           f"{', '.join(KINDS)}, or all / none")  # fmt: skip
+    return frozenset(option)
+
+
+@dataclass
+class Known:
+    """What completions told the generators (module doc)."""
+
+    newest: int = 0
+    compacted: int = 0
+
+
+def compact_op_value(r: random.Random, known: Known) -> dict[str, int]:
+    """A compaction a little behind the newest revision (never behind the last one)."""
+    return {"revision": max(1, known.compacted, known.newest - r.randrange(1, 8))}
+
+
+def mod_condition(r: random.Random, key: str, known: Known) -> dict[str, Any]:
+    """A comparison of `key`'s mod revision with one near the newest."""
+    return {"key": key, "target": "mod_revision", "op": r.choice(("eq", "lt", "gt")),
+            "value": max(0, known.newest - r.randrange(0, 6))}  # fmt: skip
+
+
+def probe_spec(r: random.Random, traffic: frozenset[str], known: Known, seen: int,
+               prefix: str, keys: list[str]) -> dict[str, Any] | None:  # fmt: skip
+    """A probe watch's value, or None to resume the chain this time."""
+    kinds = [k for k in PROBES if k in traffic]
+    if not kinds or r.random() >= PROBE_SHARE:
+        return None
+    kind = r.choice(kinds)
+    newest = max(known.newest, seen)
+    spec: dict[str, Any] = {"prefix": prefix}
+    if "watch-key" in traffic and r.random() < 0.5:
+        spec = {"key": r.choice(keys)}
+    if kind == "watch-now":
+        pass  # no `from`: the store's current revision
+    elif kind == "watch-compaction" and known.compacted > 0:
+        spec["from"] = known.compacted
+    elif kind == "watch-compacted" and known.compacted > 1:
+        spec["from"] = r.randrange(1, known.compacted)
+    elif kind == "watch-future":
+        spec["from"] = newest + r.randrange(2, 10)
+    else:  # watch-past, and the compaction kinds before any compaction
+        spec["from"] = max(1, known.compacted, newest - r.randrange(1, 20))
+    spec["probe"] = kind.removeprefix("watch-")
+    return spec
