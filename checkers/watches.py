@@ -35,8 +35,11 @@ Against the history's writes (`WriteIndex`), each stream must be:
   event (`watch-resume-gap`);
 - G9 compaction: a watch from below a revision compacted (a `compaction`
   op, value {"revision": c}, that completed ok before the watch began)
-  is refused with the compact revision, not served; a refusal names a
-  compact revision above the watch's start.
+  is refused with the compact revision, never served without the events
+  the compaction removed; a refusal names a compact revision above the
+  watch's start. A member still behind the compaction may serve such a
+  watch whole (etcd's members and ember's replicas each compact as they
+  apply it): that loses nothing and is no break.
 
 Certain writes: an ok `put`, an ok `invoke`'s taken branch's puts, and an ok
 `delete` whose result says it deleted ({"deleted": n > 0, "revision": r}).
@@ -233,7 +236,7 @@ class _Judge:
         self._progress(stream, delivered)
         self._compaction(stream)
         if last is not None:
-            self._gaps(delivered, min(r for _, r in delivered), last)
+            self._gaps(delivered, min(r for _, r in delivered), last, stream)
 
     def _made(self, key: Any, rev: int, item: dict[str, Any]) -> None:
         """G6: the event is one a write made (its value judged where it carries one)."""
@@ -267,12 +270,21 @@ class _Judge:
                 out.append((rev, key, op_index))
         return out
 
-    def _gaps(self, delivered: dict[tuple[Any, int], int], first: int, last: int) -> None:
-        """G4 between the first and last delivered; G8 between `from` and the first."""
+    def _gaps(self, delivered: dict[tuple[Any, int], int], first: int, last: int,
+              stream: Stream) -> None:  # fmt: skip
+        """G4 between the first and last delivered; between `from` and the first,
+        G9 for what a compaction before the watch removed (served silently, not
+        refused), G8 for the rest."""
+        compacted = self.index.compacted_before(self.watch.invoke_index)
         if self.start:
             for rev, key, op in self._missing(delivered, self.start, first - 1):
-                self.flag("watch-resume-gap", f"started at {self.start} but its first event is "
-                          f"@{first}: missed {key!r}@{rev}", [rev], [op])  # fmt: skip
+                if rev < compacted and stream.compacted is None:
+                    self.flag("watch-compacted-not-refused", f"from={self.start} was compacted "
+                              f"(at {compacted}) before the watch began, yet it was served "
+                              f"without {key!r}@{rev}", [rev, compacted], [op])  # fmt: skip
+                else:
+                    self.flag("watch-resume-gap", f"started at {self.start} but its first "
+                              f"event is @{first}: missed {key!r}@{rev}", [rev], [op])  # fmt: skip
         for rev, key, op in self._missing(delivered, first, last):
             self.flag("watch-gap", f"missed {key!r}@{rev}", [rev], [op])
 
@@ -295,16 +307,7 @@ class _Judge:
                           f"notification at {p}", [p, rev])  # fmt: skip
 
     def _compaction(self, stream: Stream) -> None:
-        """G9: refused exactly when its start was compacted before it began."""
-        compacted = self.index.compacted_before(self.watch.invoke_index)
-        served = bool(stream.events or stream.progress)
-        if self.start and self.start < compacted and stream.compacted is None and served:
-            self.flag(
-                "watch-compacted-not-refused",
-                f"from={self.start} was compacted (at "
-                f"{compacted}) before the watch began, yet it was served",
-                [compacted],
-            )
+        """G9's other half: a refusal names a compact revision above the start."""
         if stream.compacted is not None and self.start and self.start >= stream.compacted:
             self.flag("watch-refused-wrongly", f"refused as compacted at {stream.compacted}, "
                       f"but it starts at {self.start}", [stream.compacted])  # fmt: skip

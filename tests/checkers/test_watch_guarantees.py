@@ -132,7 +132,8 @@ def _resume_gap(s: Story) -> None:
 
 
 def _served_compacted(s: Story) -> None:
-    s["B"] = copy.deepcopy(s["A"])  # from 1, below the compaction at 2
+    # from 1, below the compaction at 2, served from 2 on: m/a=1 silently gone
+    s["B"] = {"responses": copy.deepcopy(s["C"]["responses"])}
 
 
 def _refused_wrongly(s: Story) -> None:
@@ -162,6 +163,12 @@ def test_each_break_reports_its_guarantee_alone(guarantee: str) -> None:
     BREAKS[guarantee](story)
     result = _check(story)
     assert guarantees_broken({"revisions": result}) == {guarantee}, result.anomalies
+
+
+def test_a_member_behind_the_compaction_may_serve_a_compacted_start_whole() -> None:
+    story = _story()
+    story["B"] = copy.deepcopy(story["A"])  # from 1, every event since: nothing lost
+    assert _check(story).valid is True
 
 
 def test_a_refusal_of_a_servable_watch_is_g9_too() -> None:
