@@ -54,8 +54,10 @@ def _is_meta(op: Operation) -> bool:
 def _values_only(op: Operation) -> Operation:
     """A metastore op with the revisions left out of its result (see module doc)."""
     result = op.result
-    if op.f in ("put", "delete"):
+    if op.f == "put":
         result = None
+    elif op.f == "delete":  # whether it deleted is a value; its revision is not
+        result = {"deleted": result["deleted"]} if isinstance(result, dict) else None
     elif isinstance(result, dict):
         result = {k: v for k, v in result.items() if k in ("value", "succeeded")}
     return msgspec.structs.replace(op, result=result)

@@ -9,7 +9,8 @@ checker reads them; `checkers/revisions.py` checks their revisions), over a
 few keys under `PREFIX`:
 
 - `get`: result {value, mod_revision, revision};
-- `put` (value) and `delete`: result the revision after the write;
+- `put` (value): result the revision after the write; `delete`: result
+  {revision, deleted}, the revision after and how many keys it deleted;
 - `invoke`: value {if, then, else}; result {succeeded, revision};
 - `range` (ember only): a snapshot read of the whole prefix at a past
   revision, value {"revision": r}; result {"at": r, "kvs": [{key, value,
@@ -265,6 +266,8 @@ class EmberMetaWorker:
             if op.f == "get":
                 got = {k: v.get(k) for k in ("value", "mod_revision", "revision")}
                 return _reply(out, self.node_of, got)
+            if op.f == "delete":  # whether it deleted: a certain write for the watches
+                return _reply(out, self.node_of, {k: v.get(k) for k in ("revision", "deleted")})
             return _reply(out, self.node_of, v.get("revision"))
         if op.f == "invoke":
             out = await self._call("invoke", dict(op.value))

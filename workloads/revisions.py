@@ -22,7 +22,7 @@ METASTORE_PREFIX = "m/"
 
 DECLARED: dict[str, dict[str, str]] = {
     # docs/models.md's metastore model, plus watch streams, snapshot reads and compactions.
-    "metastore": {"get": "value.revision", "put": "value", "delete": "value",
+    "metastore": {"get": "value.revision", "put": "value", "delete": "value.revision",
                   "invoke": "value.revision", "watch": "watch", "range": "snapshot",
                   "compact": "compaction"},
     # The alter's metastore write reports the revision after it.

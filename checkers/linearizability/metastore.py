@@ -7,7 +7,8 @@ the one global revision, so the model cannot be split by key.
 Ops (docs/models.md has the full shapes):
 - put(key, value) -> revision after the put
 - get(key) -> {value, mod_revision, revision}  (value None when absent)
-- delete(key) -> revision after (unchanged if the key was absent)
+- delete(key) -> revision after (unchanged if the key was absent), or
+  {revision, deleted}: deleted 1 if the key was there, else 0
 - invoke(if=[conditions], then=[writes], else=[writes]) -> {succeeded, revision}
 A condition is {key, target: exists|value|mod_revision|create_revision|
 version, op: eq|ne|lt|gt, value}; a write is {op: put, key, value} or
@@ -127,8 +128,14 @@ class MetastoreModel:
             return after
         writes = [{"op": f, "key": op.key, "value": op.input}]
         after = _apply(revision, entries, writes)
-        if op.known and op.output is not None and op.output != after[0]:
-            return ILLEGAL
+        if op.known and op.output is not None:
+            out = op.output if isinstance(op.output, dict) else {"revision": op.output}
+            deleted = out.get("deleted")
+            if out.get("revision") not in (None, after[0]) or (
+                f == "delete" and deleted is not None
+                and bool(deleted) != (_find(entries, op.key) is not None)
+            ):  # fmt: skip
+                return ILLEGAL
         return after
 
     def is_pure(self, op: LinOp) -> bool:

@@ -64,7 +64,9 @@ def execute(state: MetaState, cmd: Any) -> Any:
             raise MetastoreError("put needs a value")
         return {"revision": state.put(_str(cmd, "key"), cmd["value"])}
     if op == "delete":
-        return {"revision": state.delete(_str(cmd, "key"))}
+        key = _str(cmd, "key")
+        deleted = int(key in state.kv)  # etcd's count: a client can tell a no-op delete
+        return {"revision": state.delete(key), "deleted": deleted}
     if op == "invoke":
         spec = cmd.get("spec")
         if not isinstance(spec, dict):

@@ -3,7 +3,7 @@
     POST /meta/get      {key}                      -> {key, value, mod_revision, ..., revision}
     POST /meta/range    {key | prefix, revision?}  -> {revision, kvs: [...]}
     POST /meta/put      {key, value}               -> {revision}
-    POST /meta/delete   {key}                      -> {revision}
+    POST /meta/delete   {key}                      -> {revision, deleted}
     POST /meta/invoke   {if, then, else} | {branches, else} -> {succeeded, branch, revision}
     POST /meta/compact  {revision}                 -> {compact_revision, revision}
     GET  /meta/watch?key=k|prefix=p&from=r         -> NDJSON stream of events

@@ -73,6 +73,17 @@ def test_metastore_delete_of_absent_key_keeps_the_revision() -> None:
     assert _run("metastore", [_op("delete", "a", None, 0)]) == {"revision": 0, "keys": {}}
 
 
+def test_metastore_delete_says_whether_it_deleted() -> None:
+    """{revision, deleted}: deleted 1 only if the key was there."""
+    put = _op("put", "a", 1, 1)
+    assert _run("metastore", [put, _op("delete", "a", None, {"revision": 2, "deleted": 1})]) == {
+        "revision": 2, "keys": {}}  # fmt: skip
+    assert _run("metastore", [put, _op("delete", "a", None, {"deleted": 0})]) is ILLEGAL
+    assert _run("metastore", [_op("delete", "a", None, {"deleted": 1})]) is ILLEGAL
+    assert _run("metastore", [_op("delete", "a", None, {"revision": 0, "deleted": 0})]) == {
+        "revision": 0, "keys": {}}  # fmt: skip
+
+
 def test_cas_register_failed_cas_means_compared_unequal() -> None:
     """cas output False is legal only when the value differs from expected."""
     write = _op("write", None, 1)
