@@ -1,8 +1,10 @@
 """The etcd side of the `metastore` workload: its client worker and watch worker.
 
 The generator, the op shapes and the watch generator are shared with ember
-(`workloads.metastore`): etcd speaks the `BASIC_MIX` (get / put / invoke as
-an etcd txn) and its watch streams, ember also deletes and reads the past.
+(`workloads.metastore`): get / put / invoke (an etcd txn), and with the
+plan's metastore traffic (workloads.meta_traffic) deletes, reads at a past
+revision, compactions and probing, single-key and slow watches, each
+recorded with its progress notifications and compaction refusal.
 Re-exported here for the etcd callers.
 """
 
@@ -13,8 +15,11 @@ from collections.abc import Callable, Mapping, Sequence
 from harness.dbs.etcd_client import EtcdClient, watch
 from harness.interpreter import Reply
 from workloads.generator import Op
+from workloads.meta_traffic import SLOW_READ_S
 from workloads.metastore import (
+    BASIC_MIX,
     DEFAULT_KEYS,
+    FULL_MIX,
     PREFIX,
     VALUES,
     WATCH_S,
@@ -24,8 +29,9 @@ from workloads.metastore import (
     metastore_ops,
 )
 
-__all__ = ["DEFAULT_KEYS", "PREFIX", "VALUES", "WATCH_S", "MetastoreWorker", "WatchGen",
-           "WatchWorker", "final_reads", "key_names", "metastore_ops"]  # fmt: skip
+__all__ = ["BASIC_MIX", "DEFAULT_KEYS", "FULL_MIX", "PREFIX", "VALUES", "WATCH_S",
+           "MetastoreWorker", "WatchGen", "WatchWorker", "final_reads", "key_names",
+           "metastore_ops"]  # fmt: skip
 
 
 class MetastoreWorker:
@@ -35,7 +41,8 @@ class MetastoreWorker:
         self.client, self.node_of = client, node_of
 
     async def invoke(self, op: Op) -> Reply:
-        """get / put / invoke; anything else is a harness bug (info)."""
+        """get / put / invoke / delete / range / compact; anything else is a harness
+        bug (info)."""
         key = op.key or ""
         if op.f == "get":
             out = await self.client.get_rev(key)
@@ -44,6 +51,12 @@ class MetastoreWorker:
         elif op.f == "invoke":
             v = op.value
             out = await self.client.txn(v["if"], v["then"], v["else"])
+        elif op.f == "delete":
+            out = await self.client.delete(key)
+        elif op.f == "range":
+            out = await self.client.range_at(key, int(op.value["revision"]))
+        elif op.f == "compact":
+            out = await self.client.compact(int(op.value["revision"]))
         else:
             return Reply(type="info", error=f"metastore workload has no op {op.f!r}")
         node = self.node_of.get(out.url or "")
@@ -60,11 +73,14 @@ class WatchWorker:
         self.client, self.node_of, self.urls, self.watch_s = client, node_of, urls, watch_s
 
     async def invoke(self, op: Op) -> Reply:
-        """Watch for `watch_s`; ok with the events, info with them when cut off early."""
+        """Watch for `watch_s`: ok with the stream, info with it when cut off early,
+        fail when refused (a compacted start)."""
         url = self.client.pick()
-        events, error = await watch(self.client._http(), url, op.value["prefix"],
-                                    int(op.value["from"]), self.watch_s)  # fmt: skip
+        slow = SLOW_READ_S if op.value.get("slow") else 0.0
+        stream, error = await watch(self.client._http(), url, op.value, self.watch_s, slow)
         node = self.node_of.get(url)
         if error is None:
-            return Reply(type="ok", value=events, node=node)
-        return Reply(type="info", value=events, error=error, node=node)
+            return Reply(type="ok", value=stream, node=node)
+        if "compacted" in stream and not stream["responses"]:
+            return Reply(type="fail", value=stream, error=error, node=node)
+        return Reply(type="info", value=stream, error=error, node=node)

@@ -104,6 +104,9 @@ class EtcdDB(ProcessDB):
             "INITIAL_CLUSTER_TOKEN": f"faultline-{self.seed}",
             "LOGGER": "zap",
             "LOG_OUTPUTS": "stderr",
+            # Progress notifications every second instead of every ten minutes,
+            # so a run's watches carry some (guarantee G7, checkers/watches.py).
+            "EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL": "1s",
         }
         for key, value in self.settings.items():
             if key != "bootstrap":  # e.g. heartbeat_interval=50 -> ETCD_HEARTBEAT_INTERVAL

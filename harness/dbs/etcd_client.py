@@ -217,6 +217,34 @@ class EtcdClient:
                  "revision": revision_of(out.value)}  # fmt: skip
         return Outcome(type="ok", value=value, url=out.url)
 
+    async def delete(self, key: str) -> Outcome:
+        """Delete one key; ok value {revision, deleted} (docs/models.md's metastore)."""
+        out = await self.call("/v3/kv/deleterange", {"key": b64(key)})
+        if not out.ok:
+            return out
+        value = {"revision": revision_of(out.value), "deleted": int(out.value.get("deleted", 0))}
+        return Outcome(type="ok", value=value, url=out.url)
+
+    async def range_at(self, prefix: str, revision: int) -> Outcome:
+        """The keys under `prefix` as they were at (model) `revision`: {at, kvs}."""
+        body = {"key": b64(prefix), "range_end": prefix_end(prefix),
+                "revision": str(revision + REVISION_OFFSET)}  # fmt: skip
+        out = await self.call("/v3/kv/range", body, read=True)
+        if not out.ok:
+            return out
+        kvs = [{"key": unb64(kv.get("key")), "value": int_value(kv.get("value")),
+                "mod_revision": model_revision(kv.get("mod_revision"))}
+               for kv in out.value.get("kvs") or []]  # fmt: skip
+        return Outcome(type="ok", value={"at": revision, "kvs": kvs}, url=out.url)
+
+    async def compact(self, revision: int) -> Outcome:
+        """Compact the history below (model) `revision`: {compact_revision, revision}."""
+        out = await self.call("/v3/kv/compaction", {"revision": str(revision + REVISION_OFFSET)})
+        if not out.ok:
+            return out
+        value = {"compact_revision": revision, "revision": revision_of(out.value)}
+        return Outcome(type="ok", value=value, url=out.url)
+
     # -- membership ----------------------------------------------------------
 
     async def members(self, base: str | None = None) -> Outcome:
@@ -279,38 +307,71 @@ def request(write: dict[str, Any]) -> dict[str, Any]:
 
 
 async def watch(
-    session: aiohttp.ClientSession, url: str, prefix: str, start: int, duration_s: float
-) -> tuple[list[dict[str, Any]], str | None]:
-    """Watch `prefix` from (model) revision `start` for `duration_s`: (events, error).
+    session: aiohttp.ClientSession,
+    url: str,
+    spec: dict[str, Any],
+    duration_s: float,
+    slow_s: float = 0.0,
+) -> tuple[dict[str, Any], str | None]:
+    """Watch `spec` ({key} or {prefix}, `from` a model revision or absent for
+    now) for `duration_s`: (stream, error), the stream in checkers/watches.py's
+    {responses} shape (etcd's responses are its atomic units: framed).
 
-    Events are {key, value, revision, type} in delivery order; the error is
-    None when the stream ran its whole time (it is cut then, on purpose),
-    else why it ended early (what was delivered until then still counts).
+    Progress notifications (requested on the stream) are kept as such; a
+    start below the compaction point ends the stream with `compacted`. The
+    error is None when the stream ran its whole time (it is cut then, on
+    purpose), else why it ended early (what was delivered until then still
+    counts). `slow_s`: a pause after each response, a consumer falling behind.
     """
-    body = {"create_request": {"key": b64(prefix), "range_end": prefix_end(prefix),
-                               "start_revision": str(start + REVISION_OFFSET)}}  # fmt: skip
-    events: list[dict[str, Any]] = []
+    create: dict[str, Any] = {"progress_notify": True}
+    if "key" in spec:
+        create["key"] = b64(str(spec["key"]))
+    else:
+        create.update(key=b64(str(spec["prefix"])), range_end=prefix_end(str(spec["prefix"])))
+    if spec.get("from"):
+        create["start_revision"] = str(int(spec["from"]) + REVISION_OFFSET)
+    stream: dict[str, Any] = {"responses": []}
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=3)
 
-    async def stream() -> str | None:
-        async with session.post(url + "/v3/watch", json=body, timeout=timeout) as resp:
+    async def run() -> str | None:
+        async with session.post(url + "/v3/watch", json={"create_request": create},
+                                timeout=timeout) as resp:  # fmt: skip
             if resp.status != 200:
                 return f"watch refused: HTTP {resp.status}"
             async for line in resp.content:
                 doc = msgspec.json.decode(line)
                 result = doc.get("result") or {}
-                if doc.get("error") or result.get("canceled"):
-                    return str(doc.get("error") or result.get("cancel_reason") or "canceled")
-                for e in result.get("events") or []:
-                    kv = e.get("kv", {})
-                    events.append({"key": unb64(kv.get("key")), "value": int_value(kv.get("value")),
-                                   "revision": model_revision(kv.get("mod_revision")),
-                                   "type": e.get("type", "PUT")})  # fmt: skip
+                if doc.get("error"):
+                    return str(doc["error"])
+                if result.get("compact_revision"):
+                    stream["compacted"] = model_revision(result["compact_revision"])
+                if result.get("canceled"):
+                    return str(result.get("cancel_reason") or "canceled")
+                response = _response(result)
+                if response is not None:
+                    stream["responses"].append(response)
+                if slow_s:
+                    await asyncio.sleep(slow_s)
         return "stream ended"
 
     try:
-        return events, await asyncio.wait_for(stream(), duration_s)
+        return stream, await asyncio.wait_for(run(), duration_s)
     except TimeoutError:
-        return events, None
+        return stream, None
     except (aiohttp.ClientError, OSError, msgspec.DecodeError) as exc:
-        return events, f"{type(exc).__name__}: {exc}"
+        return stream, f"{type(exc).__name__}: {exc}"
+
+
+def _response(result: dict[str, Any]) -> dict[str, Any] | None:
+    """One watch response as events or a progress notification; None for the
+    creation acknowledgement (no events, no progress)."""
+    revision = revision_of(result)
+    events = [{"key": unb64(e.get("kv", {}).get("key")),
+               "value": int_value(e.get("kv", {}).get("value")),
+               "revision": model_revision(e.get("kv", {}).get("mod_revision")),
+               "type": e.get("type", "PUT")} for e in result.get("events") or []]  # fmt: skip
+    if events:
+        return {"revision": revision, "events": events}
+    if result.get("created") or result.get("canceled") or not revision:
+        return None
+    return {"revision": revision, "progress": True}  # etcd's IsProgressNotify

@@ -23,6 +23,7 @@ from harness.dbs.etcd_client import EtcdClient
 from harness.dbs.etcd_phase import MemberWatcher
 from harness.interpreter import Worker
 from workloads import etcd_metastore as meta
+from workloads import meta_traffic
 from workloads.etcd_membership import MembershipGen, MembershipWorker
 from workloads.generator import Generator, Op, Stagger, TimeLimit
 from workloads.register import RegisterWorker
@@ -75,9 +76,15 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
     out = dict(gens)
     if "metastore" in plan.workload:
         keys = int(plan.options.get("keys", meta.DEFAULT_KEYS))
-        ops = meta.metastore_ops(plan.rng("metastore"), keys)
+        traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.KINDS)
+        mix = [*meta.BASIC_MIX, *((f, w) for f, w in meta.FULL_MIX
+                                  if f in traffic and f not in dict(meta.BASIC_MIX))]  # fmt: skip
+        known = meta_traffic.Known()
+        ops = meta.metastore_ops(plan.rng("metastore"), keys, mix, traffic, known)
         out["client"] = TimeLimit(t, Stagger(1.0 / plan.rate_hz, ops, plan.rng("register-timing")))
-        out["watch"] = TimeLimit(t, meta.WatchGen())
+        probing = traffic & {*meta_traffic.PROBES, "watch-slow"}
+        rng = plan.rng("watch-probes") if probing else None
+        out["watch"] = TimeLimit(t, meta.WatchGen(rng, traffic, known, keys))
     return out
 
 
@@ -138,4 +145,7 @@ SYSTEM: System[EtcdDB] = System(
     default_workloads=("register", "change-peers"),
     # One group, no placement driver, no primaries: its leader is the one role.
     roles=("group-leader",),
+    # Nothing but the workload writes etcd: every kind can be judged, and is sent.
+    meta_traffic=meta_traffic.KINDS,
+    default_meta_traffic=meta_traffic.KINDS,
 )

@@ -136,3 +136,83 @@ def test_a_refused_connection_is_a_fail() -> None:
             await client.close()
 
     assert asyncio.run(scenario()) == "fail"
+
+
+def test_delete_range_and_compact_answer_in_the_models_shapes() -> None:
+    """delete says what it deleted; a past read and a compaction shift revisions."""
+    seen: list[tuple[str, Any]] = []
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        body = await req.json()
+        seen.append((req.path, body))
+        if req.path == "/v3/kv/deleterange":
+            return web.json_response({"header": {"revision": "8"}, "deleted": "1"})
+        if req.path == "/v3/kv/range":
+            kv = {"key": b64("m/1"), "value": b64("3"), "mod_revision": "5"}
+            return web.json_response({"header": {"revision": "9"}, "kvs": [kv]})
+        return web.json_response({"header": {"revision": "9"}})
+
+    async def scenario(c: EtcdClient) -> list[Any]:
+        return [(await c.delete("m/1")).value, (await c.range_at("m/", 6)).value,
+                (await c.compact(4)).value]  # fmt: skip
+
+    deleted, snapshot, compacted = _serve(handler, scenario)
+    assert deleted == {"revision": 7, "deleted": 1}
+    assert snapshot == {"at": 6, "kvs": [{"key": "m/1", "value": 3, "mod_revision": 4}]}
+    assert compacted == {"compact_revision": 4, "revision": 8}
+    assert seen[1][1]["revision"] == "7"  # model 6 is etcd 7
+    assert seen[2][1] == {"revision": "5"}
+
+
+def _watch_lines(*results: dict[str, Any]) -> bytes:
+    import json
+
+    return b"".join(json.dumps({"result": r}).encode() + b"\n" for r in results)
+
+
+def test_a_watch_records_responses_progress_and_a_compaction_refusal() -> None:
+    """etcd's responses stay whole (framed); the creation ack is dropped; a
+    response with nothing but a header is a progress notification; a start
+    below the compaction ends the stream naming the compact revision."""
+    from harness.dbs.etcd_client import watch
+
+    ev = {"type": "PUT", "kv": {"key": b64("m/1"), "value": b64("2"), "mod_revision": "6"}}
+    gone = {"type": "DELETE", "kv": {"key": b64("m/2"), "mod_revision": "6"}}
+    bodies: list[Any] = []
+
+    async def handler(req: web.Request) -> web.StreamResponse:
+        create = (await req.json())["create_request"]
+        bodies.append(create)
+        resp = web.StreamResponse()
+        await resp.prepare(req)
+        if create.get("start_revision") == "2":
+            await resp.write(_watch_lines({"header": {"revision": "9"}, "created": True},
+                                          {"header": {"revision": "9"}, "canceled": True,
+                                           "compact_revision": "5"}))  # fmt: skip
+            return resp
+        await resp.write(_watch_lines({"header": {"revision": "6"}, "created": True},
+                                      {"header": {"revision": "6"}, "events": [ev, gone]},
+                                      {"header": {"revision": "8"}}))  # fmt: skip
+        return resp
+
+    async def scenario(c: EtcdClient) -> list[Any]:
+        url = c.pick()
+        return [await watch(c._http(), url, {"prefix": "m/", "from": 5}, 2.0),
+                await watch(c._http(), url, {"key": "m/1", "from": 1}, 2.0),
+                await watch(c._http(), url, {"prefix": "m/"}, 2.0)]  # fmt: skip
+
+    (served, cut), (refused, why), (now, _) = _serve(handler, scenario)
+    assert cut == "stream ended"
+    assert served == {"responses": [
+        {"revision": 5, "events": [
+            {"key": "m/1", "value": 2, "revision": 5, "type": "PUT"},
+            {"key": "m/2", "value": None, "revision": 5, "type": "DELETE"}]},
+        {"revision": 7, "progress": True}]}  # fmt: skip
+    assert refused == {"responses": [], "compacted": 4}
+    assert why == "canceled"
+    assert bodies[0]["start_revision"] == "6"
+    assert bodies[0]["progress_notify"] is True
+    assert base64.b64decode(bodies[1]["key"]) == b"m/1"
+    assert "range_end" not in bodies[1]
+    assert "start_revision" not in bodies[2]
+    assert now["responses"][0]["revision"] == 5

@@ -84,9 +84,12 @@ CASES: dict[str, Any] = {
     "meta-traffic": _case(["--meta-traffic", "delete,watch-key", "--workload",
                            "register,metastore"],
                           lambda p: p.options["meta_traffic"] == ["delete", "watch-key"],
-                          on_etcd),  # etcd runs one traffic workload, and sends none yet
+                          on_etcd),  # etcd runs one traffic workload: register or metastore
     "meta-traffic-unknown": _case(["--workload", "register,metastore", "--meta-traffic",
                                    "watch-sideways"], lambda p: False, lambda _b, _d: True),
+    "meta-traffic-etcd": _case(["--workload", "metastore", "--meta-traffic", "compare-mod"],
+                               lambda p: p.options["meta_traffic"] == ["compare-mod"],
+                               lambda _b, d: d == "ember"),  # ember: register is its traffic
     "meta-traffic-no-metastore": _case(["--workload", "register", "--meta-traffic", "delete"],
                                        lambda p: False,
                                        lambda _b, _d: True),
