@@ -78,8 +78,10 @@ class Known:
 
 
 def compact_op_value(r: random.Random, known: Known) -> dict[str, int]:
-    """A compaction a little behind the newest revision (never behind the last one)."""
-    return {"revision": max(1, known.compacted, known.newest - r.randrange(1, 8))}
+    """A compaction a little behind the newest revision and past the last one
+    (etcd refuses a compaction at or below the current point)."""
+    target = max(known.compacted + 1, known.newest - r.randrange(1, 8))
+    return {"revision": max(1, min(target, known.newest))}
 
 
 def mod_condition(r: random.Random, key: str, known: Known) -> dict[str, Any]:
