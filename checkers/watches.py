@@ -29,7 +29,8 @@ Against the history's writes (`WriteIndex`), each stream must be:
   fail wrote (`watch-phantom-event`); values are compared where events
   carry them;
 - G7 truthful progress: a notification at p follows every certain write
-  to its range from `from` to p, and no event at or below p comes after it;
+  to its range from `from` to p, no event at or below p comes after it,
+  and p is not below a revision the stream already delivered;
 - G8 resumable: a watch from r (a resume after the last revision the
   previous one delivered) loses no certain write between r and its first
   event (`watch-resume-gap`);
@@ -305,6 +306,11 @@ class _Judge:
             for rev, key in late:
                 self.flag("watch-progress-ahead", f"delivered {key!r}@{rev} after a progress "
                           f"notification at {p}", [p, rev])  # fmt: skip
+            before = [r for n, e in stream.events
+                      if n < resp and isinstance(r := e.get("revision"), int)]  # fmt: skip
+            if before and p < max(before):  # etcd-io/etcd#15220 was this
+                self.flag("watch-progress-behind", f"progress at {p} after the stream had "
+                          f"delivered revision {max(before)}", [p, max(before)])  # fmt: skip
 
     def _compaction(self, stream: Stream) -> None:
         """G9's other half: a refusal names a compact revision above the start."""

@@ -171,6 +171,15 @@ def test_a_member_behind_the_compaction_may_serve_a_compacted_start_whole() -> N
     assert _check(story).valid is True
 
 
+def test_a_progress_notification_behind_what_was_delivered_is_g7() -> None:
+    """etcd-io/etcd#15220: a requested progress notification with a revision
+    below an event the stream had already delivered."""
+    story = _story()
+    story["A"]["responses"].append({"revision": 4, "progress": True})  # after rev 5's event
+    result = _check(story)
+    assert [a.kind for a in result.anomalies] == ["watch-progress-behind"]
+
+
 def test_a_refusal_of_a_servable_watch_is_g9_too() -> None:
     story = _story()
     _refused_wrongly(story)
