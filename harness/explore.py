@@ -5,7 +5,11 @@ seed and a swarm configuration (Groce et al., "Swarm Testing", ISSTA 2012):
 which fault kinds the mix nemesis may draw, which protocol phases aim its
 faults, which roles its kills and pauses aim at, and which workloads run
 beside the clients' traffic, and whether change-peers also moves learners
-(a learner-counting defect is invisible to a run whose changes name none).
+(a learner-counting defect is invisible to a run whose changes name none),
+and, as FoundationDB's simulator randomizes its knobs, some of ember's
+replication knobs (`KNOBS`: appends carrying few entries, one append in
+flight), written into the plan's `db_settings`: a leader whose followers
+ack its log piecemeal is where a commit of an old term's entries shows.
 Leaving features out is the point: a run
 without kills spends its whole fault budget on partitions and pauses, and a
 run without rebalance aims every fault at change-peers' phases, so rare
@@ -43,6 +47,11 @@ from harness.coverage import ROLES_OF, TIMER, Cell, Coverage, cells_of_history
 from nemesis.generator import EXTRA_KINDS, HEAL_OF, MIX_TARGETS, PHASES, PRIMITIVES
 
 CANDIDATES = 8  # swarm configurations a steered seed chooses among
+# ember's replication knobs a seed may turn (half the seeds keep the defaults).
+KNOBS: dict[str, tuple[int, ...]] = {
+    "max_entries_per_append": (2, 8, 64),
+    "max_inflight_appends": (1, 2, 4),
+}
 
 
 @dataclass(frozen=True)
@@ -54,6 +63,7 @@ class Swarm:
     targets: tuple[str, ...]
     workload: tuple[str, ...]
     learners: bool = False  # change-peers names learners (plan option change_learners)
+    knobs: tuple[tuple[str, int], ...] = ()  # ember settings this seed turns (KNOBS)
 
     def reachable(self) -> list[Cell]:
         """The coverage cells a run with this selection can hit."""
@@ -84,7 +94,14 @@ def draw_swarm(rng: random.Random, base: plans.Plan, traffic: str) -> Swarm:
         workload=workload,
         # Drawn last, so the other features of a seed's draws stay as they were.
         learners=rng.random() < 0.5,
+        knobs=_knobs(rng),
     )
+
+
+def _knobs(rng: random.Random) -> tuple[tuple[str, int], ...]:
+    if rng.random() < 0.5:
+        return ()
+    return tuple((name, rng.choice(choices)) for name, choices in KNOBS.items())
 
 
 def choose(seed: int, base: plans.Plan, traffic: str, coverage: Coverage | None) -> Swarm:
@@ -110,9 +127,12 @@ def explored_plan(base: plans.Plan, seed: int, swarm: Swarm | None) -> plans.Pla
         "nemesis_phases": list(swarm.phases),
         "nemesis_targets": list(swarm.targets),
     }
-    # A base plan that says whether changes name learners keeps its word.
+    # A base plan that says whether changes name learners keeps its word, and
+    # so does one that sets a knob.
     options.setdefault("change_learners", swarm.learners)
-    return msgspec.structs.replace(base, seed=seed, workload=swarm.workload, options=options)
+    settings = {**dict(swarm.knobs), **base.db_settings}
+    return msgspec.structs.replace(base, seed=seed, workload=swarm.workload, options=options,
+                                   db_settings=settings)  # fmt: skip
 
 
 @dataclass

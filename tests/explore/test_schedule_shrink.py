@@ -15,7 +15,7 @@ from harness import plan as plans
 from harness.cli import CliError
 from harness.commands_explore import parse_budget
 from harness.coverage import Coverage, cell_of, universe
-from harness.explore import choose, draw_swarm, explored_plan
+from harness.explore import KNOBS, choose, draw_swarm, explored_plan
 from harness.shrink import ddmin
 from nemesis.generator import PRIMITIVES, NemesisSchedule
 from workloads.generator import drain
@@ -118,3 +118,16 @@ def test_the_swarm_moves_learners_in_some_seeds_unless_the_plan_says() -> None:
         explored_plan(fixed, s, choose(s, fixed, "register", None)).options["change_learners"]
         for s in range(20)
     )
+
+
+def test_the_swarm_turns_replication_knobs_in_some_seeds_unless_the_plan_sets_them() -> None:
+    base = plans.Plan(backend="sim")
+    chosen = [explored_plan(base, s, choose(s, base, "register", None)) for s in range(20)]
+    turned = [p.db_settings for p in chosen if p.db_settings]
+    assert 0 < len(turned) < len(chosen)
+    assert all(set(t) == set(KNOBS) for t in turned)
+    assert all(t[k] in KNOBS[k] for t in turned for k in t)
+    fixed = msgspec.structs.replace(base, db_settings={"max_inflight_appends": 3})
+    for s in range(20):
+        plan = explored_plan(fixed, s, choose(s, fixed, "register", None))
+        assert plan.db_settings["max_inflight_appends"] == 3
