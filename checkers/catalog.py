@@ -155,7 +155,8 @@ GUARANTEES: tuple[Rule, ...] = (
     Rule("G8", "watch resumable", {"revisions": _k("watch-resume-gap")},
          "a watch from r loses nothing between r and its first event"),
     Rule("G9", "compaction honoured",
-         {"revisions": _k("watch-compacted-not-refused", "watch-refused-wrongly")},
+         {"revisions": _k("watch-compacted-not-refused", "watch-refused-wrongly",
+                          "watch-compaction-lost-event")},
          "needs compactions in the history (declared `compaction`)"),
 )  # fmt: skip
 

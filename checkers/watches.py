@@ -40,7 +40,11 @@ Against the history's writes (`WriteIndex`), each stream must be:
   the compaction removed; a refusal names a compact revision above the
   watch's start. A member still behind the compaction may serve such a
   watch whole (etcd's members and ember's replicas each compact as they
-  apply it): that loses nothing and is no break.
+  apply it): that loses nothing and is no break. The compaction revision
+  itself stays watchable, events included: a delete at it that a watch
+  from it never delivers is `watch-compaction-lost-event` (etcd-io/etcd#18089,
+  in etcd before 3.4.34 / 3.5.16: the tombstone at the compaction revision
+  was compacted away).
 
 Certain writes: an ok `put`, an ok `invoke`'s taken branch's puts, and an ok
 `delete` whose result says it deleted ({"deleted": n > 0, "revision": r}).
@@ -153,6 +157,10 @@ class WriteIndex:
     def compacted_before(self, index: int) -> int:
         """The highest revision compacted by operations completed before `index`."""
         return max((rev for done, rev in self.compactions if done < index), default=0)
+
+    def compaction_points(self, index: int) -> set[int]:
+        """The revisions compactions completed before `index` compacted at."""
+        return {rev for done, rev in self.compactions if done < index}
 
 
 @dataclass
@@ -273,21 +281,25 @@ class _Judge:
 
     def _gaps(self, delivered: dict[tuple[Any, int], int], first: int, last: int,
               stream: Stream) -> None:  # fmt: skip
-        """G4 between the first and last delivered; between `from` and the first,
-        G9 for what a compaction before the watch removed (served silently, not
-        refused), G8 for the rest."""
+        """G4 between the first and last delivered, G8 between `from` and the
+        first; G9 instead for what a compaction made before the watch took:
+        below its revision (served silently, not refused) or at it."""
         compacted = self.index.compacted_before(self.watch.invoke_index)
-        if self.start:
-            for rev, key, op in self._missing(delivered, self.start, first - 1):
-                if rev < compacted and stream.compacted is None:
-                    self.flag("watch-compacted-not-refused", f"from={self.start} was compacted "
-                              f"(at {compacted}) before the watch began, yet it was served "
-                              f"without {key!r}@{rev}", [rev, compacted], [op])  # fmt: skip
-                else:
-                    self.flag("watch-resume-gap", f"started at {self.start} but its first "
-                              f"event is @{first}: missed {key!r}@{rev}", [rev], [op])  # fmt: skip
-        for rev, key, op in self._missing(delivered, first, last):
-            self.flag("watch-gap", f"missed {key!r}@{rev}", [rev], [op])
+        points = self.index.compaction_points(self.watch.invoke_index)
+        lo = self.start or first
+        for rev, key, op in self._missing(delivered, lo, last):
+            if rev < compacted and stream.compacted is None:
+                self.flag("watch-compacted-not-refused", f"from={self.start} was compacted "
+                          f"(at {compacted}) before the watch began, yet it was served "
+                          f"without {key!r}@{rev}", [rev, compacted], [op])  # fmt: skip
+            elif rev in points:
+                self.flag("watch-compaction-lost-event", f"missed {key!r}@{rev}, the revision "
+                          f"a compaction kept before the watch began", [rev], [op])  # fmt: skip
+            elif rev < first:
+                self.flag("watch-resume-gap", f"started at {self.start} but its first "
+                          f"event is @{first}: missed {key!r}@{rev}", [rev], [op])  # fmt: skip
+            else:
+                self.flag("watch-gap", f"missed {key!r}@{rev}", [rev], [op])
 
     def _progress(self, stream: Stream, delivered: dict[tuple[Any, int], int]) -> None:
         """G7: a progress notification at p claims every event up to p delivered."""

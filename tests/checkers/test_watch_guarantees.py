@@ -128,7 +128,9 @@ def _progress_ahead(s: Story) -> None:
 
 
 def _resume_gap(s: Story) -> None:
-    del s["C"]["responses"][0]  # from 2, but the first event is at 3
+    # from 3, but the first event is at 4 (at 2, the compaction's revision, it would be G9)
+    s["C_from"] = 3
+    s["C"]["responses"] = [r for r in s["C"]["responses"] if r["revision"] >= 4]
 
 
 def _served_compacted(s: Story) -> None:
@@ -178,6 +180,17 @@ def test_a_progress_notification_behind_what_was_delivered_is_g7() -> None:
     story["A"]["responses"].append({"revision": 4, "progress": True})  # after rev 5's event
     result = _check(story)
     assert [a.kind for a in result.anomalies] == ["watch-progress-behind"]
+
+
+def test_a_delete_lost_at_the_compaction_revision_is_g9() -> None:
+    """etcd-io/etcd#18089: delete at r, compact at r, watch from r: the delete is
+    missing (the tombstone at the compaction revision was compacted away)."""
+    story = _story()
+    story["writes"].insert(4, ("compact", None, {"revision": 4}, {"revision": 4}))
+    story["C_from"] = 4
+    story["C"]["responses"] = [r for r in story["C"]["responses"] if r["revision"] == 5]
+    kinds = [a.kind for a in _check(story).anomalies]
+    assert kinds == ["watch-compaction-lost-event"], kinds
 
 
 def test_a_refusal_of_a_servable_watch_is_g9_too() -> None:
