@@ -1,7 +1,8 @@
 """Whole runs against a 5-node Docker cluster of etcd 3.4 (marked docker).
 
 Two runs, each one cluster: register + membership changes under partitions
-and kills (60 s), and the metastore workload with watch streams (20 s).
+and kills (60 s), and the metastore workload with its full traffic (deletes,
+compactions, past reads, watches of every kind; 20 s).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from checkers.api import UNKNOWN
 from checkers.history import load_history, pair
 from harness.plan import Plan
 from harness.runner import RunOutcome, run
@@ -48,7 +50,7 @@ def register_run(store: Path) -> RunOutcome:
 
 @pytest.fixture(scope="module")
 def watch_run(store: Path) -> RunOutcome:
-    """20 s of metastore txns and watches under kills."""
+    """20 s of the full metastore traffic under kills."""
     plan = _plan(seed=2020, time_limit_s=20.0, nemesis=("kill",), rate_hz=25.0,
                  workload=("metastore",), options={"nemesis_gap_s": 4.0})  # fmt: skip
     return run(plan, store)
@@ -84,18 +86,39 @@ def test_the_phase_nemesis_fires_on_etcd_membership_transitions(register_run: Ru
     assert {op.value["trigger"]["stage"] for op in triggered} <= set(PHASES)
 
 
-def test_etcd_watch_streams_pass_the_revision_checker(watch_run: RunOutcome) -> None:
-    """Watches delivered writes, resumed across each other, and were checked valid."""
+# etcd-io/etcd#18089, in Debian's etcd 3.4.23 (fixed upstream in 3.4.34 / 3.5.16): a
+# delete at the revision a compaction is made at is compacted away, so a watch from
+# that revision never delivers it. faultline found it in its first run with compactions.
+KNOWN_ETCD_BUGS = {"watch-compaction-lost-event"}
+
+
+def test_etcd_watch_streams_keep_every_guarantee_but_a_known_etcd_bug(
+    watch_run: RunOutcome,
+) -> None:
+    """The full metastore traffic (deletes, past reads, compactions, probing, key and
+    slow watches) is judged by every guarantee; the only breaks are etcd#18089's,
+    each a delete lost at a compaction revision."""
     result = watch_run.result
-    assert result.valid is True, result.reasons
+    for name, checker in result.checkers.items():
+        if name != "revisions":
+            assert checker.valid is True, (name, checker.anomalies)
     revisions = result.checkers["revisions"]
-    assert revisions.valid is True
+    assert revisions.valid is not UNKNOWN, revisions.error
+    unexpected = [a for a in revisions.anomalies if a.kind not in KNOWN_ETCD_BUGS]
+    assert not unexpected, unexpected
+    ops = _ops(watch_run)
+    by_index = {op.invoke_index: op for op in ops}
+    for anomaly in revisions.anomalies:
+        lost = by_index[anomaly.ops[1]]
+        assert (lost.f, lost.result.get("deleted")) == ("delete", 1), anomaly
     assert revisions.figures["watches"] >= 3
-    watches = [op for op in _ops(watch_run) if op.f == "watch" and isinstance(op.result, list)]
-    delivered = [e["revision"] for op in watches for e in op.result]
-    assert delivered
-    assert delivered == sorted(delivered)
-    assert len(delivered) == len(set(delivered))  # one key per write: revisions are unique
+    assert revisions.figures["compactions"] >= 1
+    streams = [op.result for op in ops if op.f == "watch" and isinstance(op.result, dict)]
+    responses = [r for s in streams for r in s["responses"]]
+    assert any(r.get("progress") for r in responses), "etcd sent no progress notification"
+    for stream in streams:
+        delivered = [e["revision"] for r in stream["responses"] for e in r.get("events", [])]
+        assert delivered == sorted(delivered)
 
 
 def test_the_report_shows_an_etcd_run_like_an_ember_run(register_run: RunOutcome) -> None:
