@@ -1,0 +1,120 @@
+"""The metastore traffic kinds (workloads.meta_traffic): named, switched on one by
+one, and each sent when on; ember's default plans send what they always did."""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections import Counter
+
+import pytest
+
+from harness import plan as plans
+from harness.dbs.ember_run import SYSTEM
+from workloads import meta_traffic
+from workloads.generator import Completion, Context, Op
+from workloads.meta_traffic import Known, TrafficError, parse
+from workloads.metastore import FULL_MIX, MetastoreOps, WatchGen
+
+
+def _ctx() -> Context:
+    return Context(0, (0,), (0,))
+
+
+def test_kinds_parse_by_name_and_unknown_ones_are_named() -> None:
+    assert parse(None, ("delete",)) == {"delete"}
+    assert parse("all", ()) == set(meta_traffic.KINDS)
+    assert parse("none", ("delete",)) == set()
+    assert parse(["compact", "watch-key"], ()) == {"compact", "watch-key"}
+    with pytest.raises(TrafficError, match="unknown metastore traffic watch-sideways"):
+        parse("compact,watch-sideways", ())
+    with pytest.raises(TrafficError, match="must be a list"):
+        parse(7, ())
+
+
+def _ops(traffic: frozenset[str], n: int = 400) -> tuple[list[Op], Known]:
+    known = Known()
+    gen = MetastoreOps(random.Random(3), mix=FULL_MIX, traffic=traffic, known=known)
+    out = []
+    for i in range(n):
+        op = gen.op(_ctx())
+        assert isinstance(op, Op)
+        out.append(op)
+        value: object = {"revision": i + 1, "succeeded": True, "compact_revision": 0}
+        if op.f in ("put", "delete"):
+            value = i + 1
+        gen.update(_ctx(), Completion(op=op, thread=0, type="ok", value=value))
+    return out, known
+
+
+def test_compactions_come_now_and_then_and_right_after_deletes() -> None:
+    ops, known = _ops(frozenset({"delete", "compact"}))
+    after_delete = sum(1 for a, b in itertools.pairwise(ops)
+                       if a.f == "delete" and b.f == "compact")  # fmt: skip
+    deletes = sum(op.f == "delete" for op in ops[:-1])
+    assert deletes > 0
+    assert after_delete == deletes
+    assert sum(op.f == "compact" for op in ops) > deletes  # the timer's share too
+    assert known.compacted > 0
+    revisions = [op.value["revision"] for op in ops if op.f == "compact"]
+    assert all(r >= 1 for r in revisions)
+
+
+def test_without_the_kinds_no_compaction_and_no_mod_comparison_is_sent() -> None:
+    ops, _ = _ops(frozenset({"delete", "range"}))
+    assert not any(op.f == "compact" for op in ops)
+    conds = [c for op in ops if op.f == "invoke" for c in op.value["if"]]
+    assert not any(c["target"] == "mod_revision" for c in conds)
+    ops, _ = _ops(frozenset({"compare-mod"}))
+    conds = [c for op in ops if op.f == "invoke" for c in op.value["if"]]
+    assert any(c["target"] == "mod_revision" for c in conds)
+
+
+def test_every_probe_kind_is_sent_and_probes_leave_the_chain_alone() -> None:
+    known = Known(newest=50, compacted=20)
+    gen = WatchGen(random.Random(1), frozenset(meta_traffic.KINDS), known)
+    seen: Counter[str] = Counter()
+    for _ in range(300):
+        newest = max(known.newest, gen.seen)
+        op = gen.op(_ctx())
+        assert isinstance(op, Op)
+        v = op.value
+        kind = v.get("probe", "chain")
+        seen[kind] += 1
+        seen["key"] += "key" in v
+        seen["slow"] += bool(v.get("slow"))
+        if kind == "now":
+            assert "from" not in v
+        elif kind == "compacted":
+            assert 1 <= v["from"] < 20
+        elif kind == "compaction":
+            assert v["from"] == 20
+        elif kind == "future":
+            assert v["from"] > newest
+        elif kind == "past":
+            assert 20 <= v["from"] <= newest
+        else:
+            assert v["from"] == gen.next_revision
+        events = [{"key": "m/0", "revision": 60}]
+        gen.update(_ctx(), Completion(op=op, thread=0, type="ok", value=events))
+        if kind == "chain":
+            assert gen.next_revision == 61
+    for kind in ("chain", "now", "past", "compaction", "compacted", "future", "key", "slow"):
+        assert seen[kind] > 0, seen
+
+
+def test_ember_plans_that_name_no_traffic_watch_and_mix_as_before() -> None:
+    """The default sends deletes and past reads, no probes (the simulator's seeds
+    stay what they were), and what ember cannot judge it refuses to send."""
+    plan = plans.Plan(backend="sim", workload=("register", "metastore"))
+    gens = SYSTEM.generators(plan, _FakeDB(), {})
+    watch = gens["watch"].gen  # type: ignore[attr-defined]
+    assert watch.rng is None
+    assert set(meta_traffic.EMBER_DEFAULT) <= set(SYSTEM.meta_traffic)
+    assert "compare-mod" not in SYSTEM.meta_traffic
+
+
+class _FakeDB:
+    zone_partitions = 0
+    partitions = 4
+    nodes: list[object] = []
