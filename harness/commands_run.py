@@ -403,10 +403,10 @@ def _meta_traffic(text: str, system: Any, workload: tuple[str, ...]) -> list[str
     if "metastore" not in workload:
         raise CliError("--meta-traffic needs the metastore workload (--workload ...,metastore)")
     try:
-        kinds = meta_traffic.parse("all" if text == "all" else text, ())
+        kinds = meta_traffic.parse(text, ())
     except meta_traffic.TrafficError as exc:
         raise CliError(f"--meta-traffic: {exc}") from None
-    if text == "all":
+    if text == "all":  # every kind this system can send
         kinds = frozenset(system.meta_traffic)
     cannot = sorted(kinds - set(system.meta_traffic))
     if cannot:

@@ -27,11 +27,13 @@ from workloads.metastore import (
     final_reads,
     key_names,
     metastore_ops,
+    metastore_streams,
+    watch_reply,
 )
 
 __all__ = ["BASIC_MIX", "DEFAULT_KEYS", "FULL_MIX", "PREFIX", "VALUES", "WATCH_S",
            "MetastoreWorker", "WatchGen", "WatchWorker", "final_reads", "key_names",
-           "metastore_ops"]  # fmt: skip
+           "metastore_ops", "metastore_streams"]  # fmt: skip
 
 
 class MetastoreWorker:
@@ -78,9 +80,4 @@ class WatchWorker:
         url = self.client.pick()
         slow = SLOW_READ_S if op.value.get("slow") else 0.0
         stream, error = await watch(self.client._http(), url, op.value, self.watch_s, slow)
-        node = self.node_of.get(url)
-        if error is None:
-            return Reply(type="ok", value=stream, node=node)
-        if "compacted" in stream and not stream["responses"]:
-            return Reply(type="fail", value=stream, error=error, node=node)
-        return Reply(type="info", value=stream, error=error, node=node)
+        return watch_reply(stream, error, self.node_of.get(url))

@@ -101,15 +101,22 @@ def probe_spec(r: random.Random, traffic: frozenset[str], known: Known, seen: in
     spec: dict[str, Any] = {"prefix": prefix}
     if "watch-key" in traffic and r.random() < 0.5:
         spec = {"key": r.choice(keys)}
-    if kind == "watch-now":
-        pass  # no `from`: the store's current revision
-    elif kind == "watch-compaction" and known.compacted > 0:
-        spec["from"] = known.compacted
-    elif kind == "watch-compacted" and known.compacted > 1:
-        spec["from"] = r.randrange(1, known.compacted)
-    elif kind == "watch-future":
-        spec["from"] = newest + r.randrange(2, 10)
-    else:  # watch-past, and the compaction kinds before any compaction
-        spec["from"] = max(1, known.compacted, newest - r.randrange(1, 20))
+    start = _probe_start(r, kind, known, newest)
+    if start is not None:  # None: watch-now, no `from` (the store's current revision)
+        spec["from"] = start
     spec["probe"] = kind.removeprefix("watch-")
     return spec
+
+
+def _probe_start(r: random.Random, kind: str, known: Known, newest: int) -> int | None:
+    """Where a probe of `kind` starts (module doc); None for the current revision."""
+    if kind == "watch-now":
+        return None
+    if kind == "watch-compaction" and known.compacted > 0:
+        return known.compacted
+    if kind == "watch-compacted" and known.compacted > 1:
+        return r.randrange(1, known.compacted)
+    if kind == "watch-future":
+        return newest + r.randrange(2, 10)
+    # watch-past, and the compaction kinds before any compaction
+    return max(1, known.compacted, newest - r.randrange(1, 20))

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import aiohttp
@@ -217,6 +217,33 @@ class WatchGen(Generator):
             self.next_revision = max(self.next_revision, compacted)
 
 
+def watch_reply(stream: dict[str, Any], error: str | None, node: str | None) -> Reply:
+    """A watch's completion: ok when it ran its whole time, fail when refused
+    before delivering anything (a compacted start), else info (cut off)."""
+    if error is None:
+        return Reply(type="ok", value=stream, node=node)
+    if "compacted" in stream and not stream["responses"]:
+        return Reply(type="fail", value=stream, error=error, node=node)
+    return Reply(type="info", value=stream, error=error, node=node)
+
+
+def metastore_streams(
+    rng: Callable[[str], random.Random],
+    keys: int,
+    mix: Sequence[tuple[str, float]],
+    traffic: frozenset[str],
+) -> tuple[Generator, WatchGen]:
+    """The op stream and the watch stream of one run, sharing what they learn.
+
+    Probes draw from a stream of their own, and only when on: plans that send
+    none watch exactly as they did before the traffic kinds existed."""
+    known = Known()
+    ops = MetastoreOps(rng("metastore"), keys, mix, traffic, known)
+    probing = traffic & {*meta_traffic.PROBES, "watch-slow"}
+    watch = WatchGen(rng("watch-probes") if probing else None, traffic, known, keys)
+    return ops, watch
+
+
 def watch_responses(result: Any) -> list[dict[str, Any]]:
     """A {responses} watch result's responses ([] for the list shape)."""
     if isinstance(result, dict):
@@ -315,12 +342,7 @@ class EmberWatchWorker:
             error = None  # the watch ran its whole time: a normal end
         except (aiohttp.ClientError, OSError, ValueError) as exc:
             error = f"watch cut off: {type(exc).__name__}: {exc}"
-        node = self.node_of.get(url)
-        if error is None:
-            return Reply(type="ok", value=stream, node=node)
-        if "compacted" in stream and not stream["responses"]:
-            return Reply(type="fail", value=stream, error=error, node=node)
-        return Reply(type="info", value=stream, error=error, node=node)
+        return watch_reply(stream, error, self.node_of.get(url))
 
     async def _now(self, url: str) -> int:
         """The store's current revision, as `url` answers it (a watch of "now")."""

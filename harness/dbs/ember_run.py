@@ -201,15 +201,10 @@ def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dic
         keys = int(plan.options.get("meta_keys", metastore.DEFAULT_KEYS))
         traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
         mix = [(f, w) for f, w in metastore.FULL_MIX if f not in meta_traffic.KINDS or f in traffic]
-        known = meta_traffic.Known()
-        ops = metastore.metastore_ops(plan.rng("metastore"), keys, mix, traffic, known)
+        ops, watch = metastore.metastore_streams(plan.rng, keys, mix, traffic)
         rate = float(plan.options.get("meta_rate_hz", 10.0))
         out["meta"] = TimeLimit(t, Stagger(1.0 / rate, ops, plan.rng("metastore-timing")))
-        # Probes draw from a stream of their own, and only when on: plans that
-        # send none watch exactly as before.
-        probing = traffic & {*meta_traffic.PROBES, "watch-slow"}
-        rng = plan.rng("watch-probes") if probing else None
-        out["watch"] = TimeLimit(t, metastore.WatchGen(rng, traffic, known, keys))
+        out["watch"] = TimeLimit(t, watch)
     return out
 
 

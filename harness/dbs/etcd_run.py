@@ -79,12 +79,9 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
         traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.KINDS)
         mix = [*meta.BASIC_MIX, *((f, w) for f, w in meta.FULL_MIX
                                   if f in traffic and f not in dict(meta.BASIC_MIX))]  # fmt: skip
-        known = meta_traffic.Known()
-        ops = meta.metastore_ops(plan.rng("metastore"), keys, mix, traffic, known)
+        ops, watch = meta.metastore_streams(plan.rng, keys, mix, traffic)
         out["client"] = TimeLimit(t, Stagger(1.0 / plan.rate_hz, ops, plan.rng("register-timing")))
-        probing = traffic & {*meta_traffic.PROBES, "watch-slow"}
-        rng = plan.rng("watch-probes") if probing else None
-        out["watch"] = TimeLimit(t, meta.WatchGen(rng, traffic, known, keys))
+        out["watch"] = TimeLimit(t, watch)
     return out
 
 
