@@ -156,6 +156,10 @@ class Search:
     def __init__(
         self, model: Model, ops: list[LinOp], budget: Budget, *, trace: bool, seed: int = 0
     ) -> None:
+        # A model may specialize itself to the history (metastore: the
+        # revisions its known writes claim); the generic one is kept for none.
+        bind = getattr(model, "bind", None)
+        model = bind(ops) if bind is not None else model
         self.model = model
         self.tl = Timeline(model, ops)
         self.budget = budget

@@ -118,3 +118,22 @@ def test_a_trigger_that_deletes_planned_makes_pending_the_target_again() -> None
                     _write(5, planned=["n2"]), _write(7, planned=None),
                     _write(9, stable=["n1", "n2"], pending=None)]}  # fmt: skip
     assert end_targets(audit) == {("default", 0): {("n1", "n2")}}
+
+
+def test_metastore_traffic_alone_is_checked_with_its_revisions() -> None:
+    """etcd's metastore runs: nothing else writes the store, so a read at a
+    revision no write made is flagged, watches and compactions beside it or
+    not; the same read beside register traffic (ember's, where the control
+    plane writes too) is checked on its value alone."""
+    b = HistoryBuilder()
+    b.op(1, "put", key="m/0", value=2, result=1)
+    b.op(1, "get", key="m/0", result={"value": 2, "mod_revision": 1, "revision": 47})
+    b.op(1, "compact", value={"revision": 1}, result={"revision": 1})
+    b.op(2, "watch", value={"prefix": "m/", "from": 1},
+         result={"responses": [{"revision": 1, "events": [
+             {"key": "m/0", "revision": 1, "type": "PUT", "value": 2}]}]})  # fmt: skip
+    alone = SplitLinear().check(_ctx(b))
+    assert alone.valid is False, alone
+    assert alone.figures["model"] == "metastore"
+    b.op(0, "put", key="k1", value=3, result=None)
+    assert SplitLinear().check(_ctx(b)).valid is True

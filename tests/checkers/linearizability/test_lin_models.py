@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+import msgspec
 import pytest
 
 from checkers.history import Operation
@@ -144,3 +145,67 @@ def test_ops_from_history_maps_faultline_semantics() -> None:
     assert [(o.id, o.known, o.ret) for o in ops] == [(0, True, 1), (4, False, None), (8, True, 9)]
     assert ops[0].input == (1, 2)
     assert check(ops, "register").valid is True
+
+
+
+def _crashed_writes_history(seed: int, wrong_last_read: bool = False) -> list[LinOp]:
+    """16 crashed puts called first; half of them take effect, at random
+    points, between 80 sequential known puts and gets on three keys (every
+    get pins the revision, as etcd's do)."""
+    import random
+
+    rng = random.Random(seed)
+    ops: list[LinOp] = []
+    crashed = []
+    for j in range(16):
+        key, value = f"m/{rng.randrange(3)}", 100 + j
+        crashed.append((key, value))
+        ops.append(LinOp(id=j, process=f"c{j}", call=j, ret=None, f="put", key=key,
+                         input=value, known=False))  # fmt: skip
+    fired = dict(zip(sorted(rng.sample(range(5, 80), 8)), rng.sample(crashed, 8), strict=True))
+    state: dict[str, tuple[int, int]] = {}
+    rev, t = 0, 100
+    for i in range(80):
+        if i in fired:
+            rev += 1
+            state[fired[i][0]] = (fired[i][1], rev)
+        key = f"m/{rng.randrange(3)}"
+        if rng.random() < 0.5:
+            rev += 1
+            state[key] = (i, rev)
+            op = LinOp(id=len(ops), process=0, call=t, ret=t + 1, f="put", key=key, input=i,
+                       output=rev)  # fmt: skip
+        else:
+            value, mod = state.get(key, (None, 0))
+            op = LinOp(id=len(ops), process=0, call=t, ret=t + 1, f="get", key=key,
+                       output={"value": value, "mod_revision": mod, "revision": rev})  # fmt: skip
+        ops.append(op)
+        t += 2
+    if wrong_last_read:
+        last = max(o.id for o in ops if o.f == "get")
+        ops[last] = msgspec.structs.replace(ops[last], output={**ops[last].output, "value": 999})
+    return ops
+
+
+@pytest.mark.parametrize(("seed", "wrong"), [(1, False), (2, False), (4, True)])
+def test_crashed_metastore_writes_take_only_revisions_no_known_write_claims(
+    seed: int, wrong: bool
+) -> None:
+    """The model bound to a history (`MetastoreModel.bind`) fires a crashed
+    write only into a revision no known write claims: the unbound search's
+    verdict, from a tenth of the states or fewer (measured: 53 against 945
+    for seed 1, 271 against 3,133 for seed 2, 92 against 22,660 for seed 4)."""
+    from checkers.linearizability.metastore import MetastoreModel
+    from checkers.linearizability.search import Budget, Search
+
+    ops = _crashed_writes_history(seed, wrong)
+    budget = Budget(deadline=float("inf"), max_memo=10**7, max_rss_bytes=0)
+    bound = Search(META, ops, budget, trace=False).run()
+    assert bound.valid is (not wrong)
+    if wrong:
+        return  # the unbound search proves it too, but only after millions of states
+    unbound_model = MetastoreModel()
+    unbound_model.bind = None  # type: ignore[assignment,method-assign]
+    unbound = Search(unbound_model, ops, budget, trace=False).run()
+    assert unbound.valid is True
+    assert bound.explored * 10 < unbound.explored, (bound.explored, unbound.explored)
