@@ -42,8 +42,9 @@ def _seeds(text: str) -> list[int]:
 
 
 def _one(seed: int, args: argparse.Namespace, extra: list[str]) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "harness.cli", "run", "--backend", args.backend, "--seed", str(seed),
-           "--time-limit", str(args.time_limit), "--store", str(args.store), "--no-progress",
+    cmd = [sys.executable, "-m", "harness.cli", "run", "--backend", args.backend,
+           "--seed", str(seed), "--time-limit", str(args.time_limit), "--store", str(args.store),
+           "--no-progress",
            "--name", args.name]  # fmt: skip
     for fp in args.failpoint or ():
         cmd += ["--failpoint", fp]

@@ -47,7 +47,7 @@ from checkers.api import Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import check_assignments
 from checkers.history import Operation
 from checkers.revision_fields import RevisionFields, parse
-from checkers.watches import WriteIndex, check_watch
+from checkers.watches import WriteIndex, check_watch, fault_compactions
 
 
 def revision_of(op: Operation, fields: RevisionFields | None) -> int | None:
@@ -95,8 +95,9 @@ class RevisionChecker:
         kinds = [(op, fields.kind(op)) for op in ctx.operations] if fields else []
         watches = [op for op, k in kinds if k == "watch" and op.result is not None]
         writes = sorted(((op, rev) for op, rev in ops if written_keys(op)), key=lambda w: w[1])
-        index = WriteIndex.build(ops, ctx.operations,
-                                 [op for op, k in kinds if k == "compaction"])  # fmt: skip
+        compactions = [op for op, k in kinds if k == "compaction"]
+        compactions += fault_compactions(ctx.operations)  # the nemesis's, where answered
+        index = WriteIndex.build(ops, ctx.operations, compactions)
         for watch in watches:
             anomalies.extend(check_watch(watch, index))
         snaps = [op for op, k in kinds if k == "snapshot" and op.type == "ok"]

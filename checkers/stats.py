@@ -34,7 +34,7 @@ MEMBERSHIP_FS = frozenset(
     {"change-peers", "alter-zone", "set-replicas", "rebalance", "cancel-rebalance", "stale-request"}
 )
 DEFAULT_MIN_OK_OPS = 10
-_HEALED_BY = {"kill": "start", "stop": "start", "pause": "resume"}
+_HEALED_BY = {"kill": "start", "compact-kill": "start", "stop": "start", "pause": "resume"}
 NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 

@@ -35,7 +35,8 @@ Against the history's writes (`WriteIndex`), each stream must be:
   previous one delivered) loses no certain write between r and its first
   event (`watch-resume-gap`);
 - G9 compaction: a watch from below a revision compacted (a `compaction`
-  op, value {"revision": c}, that completed ok before the watch began)
+  op, value {"revision": c}, that completed ok before the watch began, or
+  a `compact-kill` fault whose compaction was answered: `fault_compactions`)
   is refused with the compact revision, never served without the events
   the compaction removed; a refusal names a compact revision above the
   watch's start. A member still behind the compaction may serve such a
@@ -58,6 +59,8 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
+
+import msgspec
 
 from checkers.api import Anomaly
 from checkers.history import Operation
@@ -329,6 +332,26 @@ class _Judge:
         if stream.compacted is not None and self.start and self.start >= stream.compacted:
             self.flag("watch-refused-wrongly", f"refused as compacted at {stream.compacted}, "
                       f"but it starts at {self.start}", [stream.compacted])  # fmt: skip
+
+
+def fault_compactions(operations: Iterable[Operation]) -> list[Operation]:
+    """The compactions the nemesis's `compact-kill` faults made and saw
+    answered (`nemesis.maintenance`), as compaction ops at their revision,
+    completed when the fault did (after the answer: a safe bound). One whose
+    answer the kill cut off is not assumed to have happened."""
+    out = []
+    for op in operations:
+        done = op.result.get("maintenance") if isinstance(op.result, dict) else None
+        if op.f != "compact-kill" or op.type != "ok" or not isinstance(done, dict):
+            continue
+        if done.get("action") != "compact" or done.get("answered") is not True:
+            continue
+        answer = done.get("answer")
+        at = answer.get("compact_revision") if isinstance(answer, dict) else None
+        at = done.get("revision") if at is None else at
+        if isinstance(at, int) and not isinstance(at, bool):
+            out.append(msgspec.structs.replace(op, value={"revision": at}))
+    return out
 
 
 def check_watch(watch: Operation, index: WriteIndex) -> list[Anomaly]:

@@ -29,7 +29,10 @@ from harness.store import RunDir
 from nemesis import journal, process
 from nemesis.clock import faketime_prefix
 from nemesis.fault import Fault
+from nemesis.maintenance import Call
 from nemesis.process import ProcessSpec
+
+META_GROUP = "meta"  # ember's metastore group (ember.metastore.META_GROUP)
 
 RAFT_PORT = 7000
 HTTP_PORT = 8000
@@ -377,6 +380,28 @@ class EmberDB(ProcessDB):
             if i == 0:
                 time.sleep(SETTLE_POLL_S)
         return sorted(moving)
+
+    # -- compact-kill (nemesis.maintenance) --------------------------------------
+
+    maintenance = ("compact",)  # the metastore compacts; it has nothing to defragment
+
+    def maintenance_node(self, target: str) -> str:
+        """The `meta` group's leader (commands go through its log; any other
+        node answers 421), or the target when no leader is known."""
+        return self.leaders().get(META_GROUP, target)
+
+    def revision_call(self, node: str) -> Call:
+        """A range of one key: its answer carries the metastore's revision."""
+        return Call(self.urls()[node] + "/meta/range", {"key": "faultline/nemesis"})
+
+    def revision_in(self, doc: dict[str, Any] | None) -> int | None:
+        """The answer's `revision`."""
+        rev = (doc or {}).get("revision")
+        return rev if isinstance(rev, int) else None
+
+    def maintenance_call(self, node: str, action: str, revision: int) -> Call:
+        """POST /meta/compact at `revision`."""
+        return Call(self.urls()[node] + "/meta/compact", {"revision": revision})
 
     def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
         """POST or DELETE /admin/failpoints/<failpoint>; DBError if refused."""

@@ -70,7 +70,7 @@ class Swarm:
         out = []
         for kind in self.kinds:
             roles = ROLES_OF[kind]
-            if kind in ("kill", "pause", "clock"):
+            if kind in ("kill", "pause", "clock", "compact-kill"):
                 roles = tuple(r for r in roles if r in self.targets)
             for phase in (*self.phases, TIMER):
                 out += [(kind, phase, role) for role in roles]

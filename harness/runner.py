@@ -57,7 +57,7 @@ from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
 from harness.clock_offsets import OffsetRecorder, local_boot_id
 from harness.control import Control, ControlError
-from harness.db import DB, DBError
+from harness.db import CONTROL_PLANE_WORKLOADS, DB, DBError
 from harness.dbs import PhaseSource, System, first_line, register_keys
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
@@ -170,7 +170,8 @@ def _generators(
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
             only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
             targets=plan.options.get("nemesis_targets"), roles=system.roles,
-            clocks=clocks_movable(plan),
+            clocks=clocks_movable(plan), maintenance=getattr(db, "maintenance", ()),
+            mix_maintenance=system.maintenance_in_mix,
         )  # fmt: skip
     return system.generators(plan, db, gens)
 
@@ -385,6 +386,10 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
             "through libfaketime in the ember image (not on SSH hosts; etcd, in Go, reads "
             "the clock without libc)"
         )
+    if "compact-kill" in plan.nemesis:
+        why = compact_kill_refusal(plan, system)
+        if why:
+            raise plans.PlanError(why)
     try:
         note = fit_targets(plan.nemesis, plan.options.get("nemesis_targets"), system.roles,
                            plan.db)  # fmt: skip
@@ -402,6 +407,21 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
                      f"netem where the kernel has it, else rate-limits them to "
                      f"{SLOW_RATE_KBIT} kbit ({plan.db} has no failpoints)")  # fmt: skip
     return notes
+
+
+def compact_kill_refusal(plan: plans.Plan, system: System[Any]) -> str | None:
+    """Why this plan's db cannot take a compact-kill (None: it can): the db
+    has nothing to compact, or ember runs without its metastore."""
+    if not getattr(system.make_db, "maintenance", ()):
+        return f"--nemesis compact-kill: {plan.db} has no compaction to time a kill by"
+    if plan.db == "ember" and not (CONTROL_PLANE_WORKLOADS & set(plan.workload)
+                                   or plan.db_settings.get("meta_nodes")):  # fmt: skip
+        return (
+            "--nemesis compact-kill on ember compacts its metastore, which runs only with "
+            f"a {', '.join(sorted(CONTROL_PLANE_WORKLOADS))} workload or the meta_nodes "
+            "setting"
+        )
+    return None
 
 
 def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:

@@ -46,6 +46,16 @@ its host clock exactly (`harness.sim.nemesis`); on Docker ember runs under
 libfaketime and the fault rewrites its offset file (`nemesis.clock`: a
 drift there steps the offset every 10 ms).
 
+`compact-kill` kills a node a seeded 0-20 ms after the harness sent a
+compaction (at the store's revision, or up to 3 below it) or, where the
+db has one, a defragmentation of that node (`nemesis.maintenance`): the
+crash lands while the store rewrites its history, where etcd's robustness
+tests have found lost and resurrected keys. It heals as a kill does. It is
+drawn where the db can compact (`maintenance`: the actions it offers):
+named (`--nemesis mix,compact-kill`), or mixed into `mix` for one fault in
+seven where the db asks for that (`mix_maintenance`: etcd's default plan),
+so a seed's ember schedule stays what it was.
+
 Each fault op's value is abstract and fixed by the seed: `kind`, the
 partition `grouping` or process `target`, a `seed` for the worker's own
 random choices, its `duration_s`, and the `trigger` (group, stage,
@@ -77,9 +87,10 @@ from workloads.generator import (
 )
 
 PRIMITIVES = ("partition", "kill", "pause", "slow")
-EXTRA_KINDS = ("clock",)  # not primitives: `mix` draws them only where they apply
+EXTRA_KINDS = ("clock", "compact-kill")  # not primitives: `mix` draws them where they apply
 # A modest rate: a clock fault is rarely the cause, and other faults keep theirs.
 CLOCK_SHARE_IN_MIX = 0.1
+MAINTENANCE_SHARE_IN_MIX = 1 / 7  # compact-kill in a db's mix: about one kill in two
 MIX = "mix"
 FAULT_KINDS = (*PRIMITIVES, *EXTRA_KINDS, MIX)  # what --nemesis accepts
 GROUPINGS = ("halves", "isolate-leader", "isolate-joining", "ring", "bridge", "one-way")
@@ -90,7 +101,9 @@ PHASES = ("catching-up", "joint", "stable", "done", "pending", "pending-open")
 # Plans that name no phases wait for the change-peers stages; `mix` for all.
 DEFAULT_PHASES = ("catching-up", "joint", "stable")
 HEAL_OF = {"partition": "heal-partition", "kill": "start", "pause": "resume", "slow": "heal-slow",
-           "clock": "heal-clock"}  # fmt: skip
+           "clock": "heal-clock", "compact-kill": "start"}  # fmt: skip
+MAINTENANCE_DELAY_MS = 20.0  # compact-kill: the kill lands 0 to this after the request
+MAINTENANCE_BACK = 3  # compact-kill: compact at the store's revision minus 0 to this
 CLOCK_MODES = ("bump", "strobe", "drift")
 LEASE_S = 3.0  # the placement driver's lease (ember.placement.driver): what a bump is measured in
 MODES = ("periodic", "phase", "both")
@@ -146,6 +159,8 @@ class NemesisSchedule(Generator):
         keep: Collection[int] | None = None,
         roles: Sequence[str] = ROLE_TARGETS,
         clocks: bool = False,
+        maintenance: Sequence[str] = (),
+        mix_maintenance: bool = False,
     ) -> None:
         bad = sorted(set(kinds) - set(FAULT_KINDS))
         if bad:
@@ -161,12 +176,17 @@ class NemesisSchedule(Generator):
         self.rng = random.Random(rng.getrandbits(64))
         self.timing = random.Random(rng.getrandbits(64))
         self.phase_rng = random.Random(rng.getrandbits(64))
+        if "compact-kill" in kinds and not maintenance:
+            raise ValueError("nemesis compact-kill needs a db that compacts; this one cannot")
+        self.maintenance = tuple(maintenance)
         mix = MIX in kinds
         extra = [k for k in EXTRA_KINDS if k in kinds]
         self.kinds = [*PRIMITIVES, *extra] if mix else [k for k in kinds if k != MIX]
         # `mix` alone mixes clock faults in at a share of their own, so the
         # other kinds keep their relative rates; naming `clock` draws it evenly.
-        mixed_clock = mix and clocks and not extra
+        mixed_clock = mix and clocks and "clock" not in extra
+        mixed_maintenance = mix and mix_maintenance and bool(maintenance)
+        mixed_maintenance = mixed_maintenance and "compact-kill" not in extra
         if only is not None:  # swarm testing: this run's subset of the kinds
             drawable = (*PRIMITIVES, *EXTRA_KINDS)
             bad = sorted(set(only) - set(drawable))
@@ -175,9 +195,13 @@ class NemesisSchedule(Generator):
                 raise ValueError(f"unknown fault kind {what}; known: {', '.join(drawable)}")
             self.kinds = [k for k in self.kinds if k in only]
             mixed_clock = mixed_clock and "clock" in only
+            mixed_maintenance = mixed_maintenance and "compact-kill" in only
             if mixed_clock and not self.kinds:
                 self.kinds, mixed_clock = ["clock"], False
+            if mixed_maintenance and not self.kinds:
+                self.kinds, mixed_maintenance = ["compact-kill"], False
         self.clock_share = CLOCK_SHARE_IN_MIX if mixed_clock else 0.0
+        self.maintenance_share = MAINTENANCE_SHARE_IN_MIX if mixed_maintenance else 0.0
         # Shrinking: the numbers (1, 2, ...) of the faults to apply; the others
         # are drawn all the same and skipped, so each kept fault is the one
         # the full schedule had (same kind, target, seed, duration).
@@ -273,6 +297,8 @@ class NemesisSchedule(Generator):
         self.faults += 1
         if self.clock_share and self.rng.random() < self.clock_share:
             kind = "clock"
+        elif self.maintenance_share and self.rng.random() < self.maintenance_share:
+            kind = "compact-kill"
         else:
             kind = self.rng.choice(self.kinds)
         value: dict[str, Any] = {"kind": kind, "seed": self.rng.getrandbits(32)}
@@ -286,6 +312,10 @@ class NemesisSchedule(Generator):
             value["target"] = self.rng.choice(self.targets)
         if kind == "clock":
             value.update(self._clock())
+        elif kind == "compact-kill":
+            value["action"] = self.rng.choice(self.maintenance)
+            value["back"] = self.rng.randint(0, MAINTENANCE_BACK)
+            value["delay_ms"] = round(self.rng.random() * MAINTENANCE_DELAY_MS, 1)
         low, high = self.duration_s
         value["duration_s"] = round(low + self.rng.random() * (high - low), 3)
         if trigger is not None:

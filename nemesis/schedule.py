@@ -29,6 +29,11 @@ node instead, and where the db has no failpoints either (etcd:
 `has_failpoints` false) an HTB rate limit of `SLOW_RATE_KBIT` on those
 links. The completion's `method` says which it used.
 
+`compact-kill` is a kill sent a few milliseconds after a compaction or
+defragmentation request (`nemesis.maintenance`); its completion adds the
+request's `maintenance` record (action, revision, how long after it the
+kill landed, whether it was answered). It heals as a kill.
+
 Every fault op's completion says whether it was applied: `ok` with
 `applied: true`, or `info` with `applied: false` and the `reason`
 (`applied` / `not_applied`); the run's fault counts
@@ -41,15 +46,15 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.db import DB, DBError, ProcessDB, http_json
 from harness.interpreter import Reply
+from nemesis import maintenance, process
 from nemesis import partition as part
-from nemesis import process
 from nemesis.clock import clock_fault
 from nemesis.fault import Fault
 from nemesis.generator import HEAL_OF
@@ -101,12 +106,47 @@ class NemesisWorker:
     async def invoke(self, op: Op) -> Reply:
         """Apply or heal; a fault that cannot be applied completes `info`."""
         try:
-            value = await asyncio.to_thread(self._do, op)
+            if op.f == "compact-kill":
+                value = await self._compact_kill(op)
+            else:
+                value = await self._blocking(self._do, op)
         except UnresolvedError as exc:
             return not_applied(op, str(exc), unresolved=True)
         except (ControlError, DBError, ValueError, RuntimeError) as exc:
             return not_applied(op, f"{type(exc).__name__}: {exc}")
         return applied(op, value)
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run blocking harness code (SSH, urllib) off the loop."""
+        return await asyncio.to_thread(fn, *args)
+
+    async def _post(self, call: maintenance.Call) -> dict[str, Any] | None:
+        return await asyncio.to_thread(http_json, call.url, "POST", call.body,
+                                       maintenance.ANSWER_WAIT_S)  # fmt: skip
+
+    async def _compact_kill(self, op: Op) -> dict[str, Any]:
+        """A kill landing `delay_ms` after a compaction or defragmentation
+        request (`nemesis.maintenance`); healed as a kill."""
+        v = dict(op.value or {})
+        node, extra = await self._blocking(self._target, v, random.Random(v.get("seed", 0)))
+        started = time.time()
+
+        async def kill() -> Fault:
+            fault: Fault = await self._blocking(self._kill_running, node, extra)
+            return fault
+
+        db: Any = self.db  # a Maintainable: the schedule draws compact-kill only for one
+        fault, timed = await maintenance.around_kill(db, node, v, self._post, self._blocking, kill)
+        killed = time.time()
+        extra = {**extra, "applied_wall": round(killed, 6),
+                 "apply_ms": round((killed - started) * 1000, 1),
+                 "maintenance": timed.as_value(killed)}  # fmt: skip
+        self.active[op.f] = (fault, extra)
+        return {**v, **fault.as_value(), **extra, "kind": op.f}
+
+    def _kill_running(self, node: str, extra: dict[str, Any]) -> Fault:
+        """kill -9 `node`; UnresolvedError when it was not running."""
+        return self._process_fault_running("kill", node, extra)
 
     def _do(self, op: Op) -> dict[str, Any]:
         v = dict(op.value or {})
@@ -159,18 +199,21 @@ class NemesisWorker:
             return self._partition(v, rng)
         node, extra = self._target(v, rng)
         if kind in ("kill", "pause"):
-            fault = self._process_fault(kind, node)
-            pids = fault.detail.get("pids")
-            if isinstance(pids, dict) and not pids.get(node):
-                # The node (a role's holder, or a random one: an etcd spare) is
-                # down: nothing was killed or paused, and nothing is to heal.
-                raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
-            return fault, extra
+            return self._process_fault_running(kind, node, extra), extra
         if kind == "slow":
             return self._slow(node, extra)
         if kind == "clock":  # ember started under libfaketime (nemesis.clock)
             return clock_fault(self.control, node, v), extra
         raise ValueError(f"unknown fault kind {kind!r}")
+
+    def _process_fault_running(self, kind: str, node: str, extra: dict[str, Any]) -> Fault:
+        fault = self._process_fault(kind, node)
+        pids = fault.detail.get("pids")
+        if isinstance(pids, dict) and not pids.get(node):
+            # The node (a role's holder, or a random one: an etcd spare) is
+            # down: nothing was killed or paused, and nothing is to heal.
+            raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
+        return fault
 
     def _process_fault(self, kind: str, node: str) -> Fault:
         """kill -9 or SIGSTOP `node`'s database process."""

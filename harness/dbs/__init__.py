@@ -84,6 +84,9 @@ class System(Generic[D]):
     # those a plan that names none sends.
     meta_traffic: tuple[str, ...] = ()
     default_meta_traffic: tuple[str, ...] = ()
+    # Whether `mix` also draws compact-kill (nemesis.generator) on its own;
+    # elsewhere it is drawn only when the plan names it.
+    maintenance_in_mix: bool = False
 
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""

@@ -36,9 +36,11 @@ from typing import Any
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.db import DBError, ProcessDB, http_json
+from harness.dbs.etcd_client import REVISION_OFFSET, b64, model_revision
 from harness.store import RunDir
 from nemesis import process
 from nemesis.fault import Fault
+from nemesis.maintenance import Call
 from nemesis.process import ProcessSpec
 
 CLIENT_PORT = 2379
@@ -233,6 +235,34 @@ class EtcdDB(ProcessDB):
                 what = f"unhealthy: {', '.join(down)}" if down else "no leader"
                 raise DBError(f"etcd not healthy after {timeout_s:g}s ({what}); see etcd.log")
             time.sleep(HEALTH_POLL_S)
+
+    # -- compact-kill (nemesis.maintenance) --------------------------------------
+
+    maintenance = ("compact", "defrag")
+
+    def maintenance_node(self, target: str) -> str:
+        """The target itself: it forwards a compaction to the leader, and a
+        defragmentation rewrites its own backend."""
+        return target
+
+    def revision_call(self, node: str) -> Call:
+        """A serializable count-only range: the revision `node` has applied,
+        never above the cluster's, so a compaction there is never refused
+        as a future revision."""
+        body = {"key": b64("faultline/nemesis"), "serializable": True, "count_only": True}
+        return Call(self.urls()[node] + "/v3/kv/range", body)
+
+    def revision_in(self, doc: dict[str, Any] | None) -> int | None:
+        """The header's revision, in the model's numbering."""
+        raw = ((doc or {}).get("header") or {}).get("revision")
+        return None if raw is None else model_revision(raw)
+
+    def maintenance_call(self, node: str, action: str, revision: int) -> Call:
+        """POST /v3/kv/compaction at (model) `revision`, or /v3/maintenance/defragment."""
+        if action == "defrag":
+            return Call(self.urls()[node] + "/v3/maintenance/defragment", {})
+        body = {"revision": str(revision + REVISION_OFFSET)}
+        return Call(self.urls()[node] + "/v3/kv/compaction", body)
 
     def set_failpoint(self, name: str, failpoint: str, params: Mapping[str, Any] | None) -> None:
         """etcd from Debian is built without gofail: always refused."""

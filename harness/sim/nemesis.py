@@ -3,7 +3,9 @@
 Theory of operation. `SimNemesis` is `NemesisWorker` with its primitives
 moved from SSH to the simulated world: a partition's grudge cuts links on
 the wire (`Wire.cut`, as iptables DROP does), kill and pause are the world's
-SIGKILL (with a disk crash) and SIGSTOP, slow catch-up delays the links
+SIGKILL (with a disk crash) and SIGSTOP (`compact-kill` is that kill, its
+delay in virtual time after the compaction request went out over the
+simulated network), slow catch-up delays the links
 toward the target (netem's 300 +- 50 ms; the completion's `method` is
 `wire`). Target resolution is `nemesis.targets.Resolver`'s, asking the
 nodes one after another in a seeded order instead of racing threads (so a
@@ -32,8 +34,9 @@ from harness.interpreter import Reply
 from harness.sim.db import SimEmberDB
 from nemesis import partition as part
 from nemesis.fault import Fault
+from nemesis.maintenance import ANSWER_WAIT_S, Call
 from nemesis.phase import PhaseWatcher
-from nemesis.schedule import SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker, applied, not_applied
+from nemesis.schedule import SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker
 from nemesis.targets import FETCH_TIMEOUT_S, Doc, Resolver, UnresolvedError
 from workloads.generator import Op
 
@@ -78,14 +81,15 @@ class SimNemesis(NemesisWorker):
         if target in ROLE_NEEDS_PLACEMENT:
             self._placements = await self._first_placement()
         try:
-            value = self._do(op)
-        except UnresolvedError as exc:
-            return not_applied(op, str(exc), unresolved=True)
-        except (ValueError, RuntimeError) as exc:
-            return not_applied(op, f"{type(exc).__name__}: {exc}")
+            return await super().invoke(op)
         finally:
             self._placements = {}
-        return applied(op, value)
+
+    async def _blocking(self, fn: Callable[..., Any], *args: Any) -> Any:
+        return fn(*args)  # inline: the world does not move meanwhile
+
+    async def _post(self, call: Call) -> dict[str, Any] | None:
+        return await self.sim_db.http_json(call.url, "POST", call.body, ANSWER_WAIT_S)
 
     async def _first_placement(self) -> dict[str, Doc | None]:
         """Ask every node at once and keep the first answer, as the Docker resolver
@@ -180,7 +184,7 @@ class SimNemesis(NemesisWorker):
         elif kind == "slow":
             wire.heal_delays()
             commands = {n: ["sim: heal delays"] for n in fault.commands}
-        elif kind == "kill":
+        elif kind in ("kill", "compact-kill"):
             commands = self.sim_db.start(None, list(fault.detail.get("pids", {}))).commands
         elif kind == "pause":
             commands = self.sim_db.resume(None, list(fault.detail.get("pids", {}))).commands

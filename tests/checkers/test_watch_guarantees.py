@@ -76,8 +76,13 @@ def _history(story: Story) -> list[dict[str, Any]]:
     add(1, "ok", "get", "m/b", story["read"])
     add(1, "invoke", "range", "m/", {"revision": 3})
     add(1, "ok", "range", "m/", story["snapshot"])
-    add(1, "invoke", "compact", value={"revision": 2})
-    add(1, "ok", "compact", value={"revision": 2})
+    if "fault_compaction" in story:  # the nemesis's compact-kill compacted at 2 instead
+        value = {"kind": "compact-kill", "action": "compact", "target": "leader"}
+        add("nemesis", "invoke", "compact-kill", value=value)
+        add("nemesis", "ok", "compact-kill", value={**value, **story["fault_compaction"]})
+    else:
+        add(1, "invoke", "compact", value={"revision": 2})
+        add(1, "ok", "compact", value={"revision": 2})
     add("w1", "invoke", "watch", value={"prefix": "m/", "from": 1})
     add("w1", "ok" if story["B"].get("responses") else "fail", "watch", value=story["B"])
     add("w2", "invoke", "watch", value={"prefix": "m/", "from": story["C_from"]})
@@ -237,3 +242,30 @@ def test_a_watch_of_now_owes_nothing_before_its_first_event() -> None:
     story["C"]["responses"] = story["C"]["responses"][2:]  # events at 4 and 5 only
     story["C"]["responses"].insert(1, {"revision": 4, "progress": True})
     assert _check(story).valid is True
+
+
+def _fault_compaction(answered: bool) -> dict[str, Any]:
+    done = {"action": "compact", "revision": 2, "answered": answered, "kill_after_ms": 4.0}
+    if answered:
+        done["answer"] = {"compact_revision": 2, "revision": 5}
+    return {"applied": True, "node": "n1", "maintenance": done}
+
+
+def test_a_compaction_the_nemesis_saw_answered_counts_for_g9() -> None:
+    story = _story()
+    story["fault_compaction"] = _fault_compaction(answered=True)
+    assert _check(story).figures["compactions"] == 1
+    _served_compacted(story)
+    kinds = [a.kind for a in _check(story).anomalies]
+    assert kinds == ["watch-compacted-not-refused"], kinds
+
+
+def test_a_compaction_whose_answer_the_kill_cut_off_is_not_assumed() -> None:
+    """Without the answer the checker cannot know the compaction happened: a
+    watch from 1 whose first event is at 2 is a watch that did not start
+    where it was asked to (G8), not one that should have been refused."""
+    story = _story()
+    story["fault_compaction"] = _fault_compaction(answered=False)
+    assert _check(story).figures["compactions"] == 0
+    _served_compacted(story)
+    assert [a.kind for a in _check(story).anomalies] == ["watch-resume-gap"]

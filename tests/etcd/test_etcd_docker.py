@@ -50,8 +50,9 @@ def register_run(store: Path) -> RunOutcome:
 
 @pytest.fixture(scope="module")
 def watch_run(store: Path) -> RunOutcome:
-    """20 s of the full metastore traffic under kills."""
-    plan = _plan(seed=2020, time_limit_s=20.0, nemesis=("kill",), rate_hz=25.0,
+    """20 s of the full metastore traffic under kills timed by compactions and
+    defragmentations (compact-kill)."""
+    plan = _plan(seed=2020, time_limit_s=20.0, nemesis=("compact-kill",), rate_hz=25.0,
                  workload=("metastore",), options={"nemesis_gap_s": 4.0})  # fmt: skip
     return run(plan, store)
 
@@ -113,6 +114,12 @@ def test_etcd_watch_streams_keep_every_guarantee_but_a_known_etcd_bug(
         assert (lost.f, lost.result.get("deleted")) == ("delete", 1), anomaly
     assert revisions.figures["watches"] >= 3
     assert revisions.figures["compactions"] >= 1
+    kills = [op.result for op in ops if op.f == "compact-kill" and op.type == "ok"]
+    assert kills, "no compact-kill was applied"
+    for value in kills:
+        done = value["maintenance"]
+        assert done["action"] in ("compact", "defrag") and value["pids"][value["node"]], value
+        assert done["kill_after_ms"] >= value["delay_ms"], value  # the request went first
     streams = [op.result for op in ops if op.f == "watch" and isinstance(op.result, dict)]
     responses = [r for s in streams for r in s["responses"]]
     assert any(r.get("progress") for r in responses), "etcd sent no progress notification"

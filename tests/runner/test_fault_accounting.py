@@ -313,3 +313,15 @@ def test_the_etcd_mix_says_before_the_run_what_it_adapted_to() -> None:
     assert clock_faults_possible(plans.Plan(db="ember", nemesis=("mix",)))
     assert not clock_faults_possible(ssh)
     assert clock_faults_possible(plans.Plan(db="ember", nemesis=("clock",)))
+
+
+def test_compact_kill_is_refused_where_nothing_compacts() -> None:
+    """ember compacts its metastore, which runs only with the control plane:
+    a register-only plan is refused before anything starts; etcd always can."""
+    bare = plans.Plan(db="ember", workload=("register",), nemesis=("mix", "compact-kill"))
+    with pytest.raises(plans.PlanError, match="compacts its metastore, which runs only with"):
+        nemesis_fit(bare)
+    with_meta = plans.Plan(db="ember", workload=("register", "metastore"),
+                           nemesis=("mix", "compact-kill"))  # fmt: skip
+    assert nemesis_fit(with_meta) == []
+    assert nemesis_fit(plans.Plan(db="etcd", nemesis=("compact-kill",))) == []

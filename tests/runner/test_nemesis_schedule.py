@@ -7,6 +7,8 @@ import random
 from collections import Counter
 from typing import Any
 
+import pytest
+
 from nemesis.generator import (
     EXTRA_KINDS,
     HEAL_OF,
@@ -189,6 +191,40 @@ def test_mix_mixes_clock_faults_in_at_a_modest_share_where_clocks_can_move() -> 
         random.Random(13), ["mix", "clock"], mode="periodic", gap_s=0.01,
         duration_s=(0.01, 0.01), end_s=10_000, max_faults=2000), 10_000)))  # fmt: skip
     assert 0.16 < named["clock"] / 2000 < 0.24
+
+
+def test_compact_kill_is_mixed_in_only_where_the_db_asks_for_it() -> None:
+    """etcd's mix draws compact-kill for one fault in seven; a db that can
+    compact but does not ask (ember) keeps the very schedule it had."""
+    etcd = _kind_counts(maintenance=("compact", "defrag"), mix_maintenance=True)
+    assert 0.11 < etcd["compact-kill"] / 2000 < 0.18
+    assert etcd["kill"] > 300  # the plain kind keeps its share of the rest
+    ember = NemesisSchedule(random.Random(13), ["mix"], mode="periodic", gap_s=0.01,
+                            duration_s=(0.01, 0.01), end_s=500, maintenance=("compact",))  # fmt: skip
+    plain = NemesisSchedule(random.Random(13), ["mix"], mode="periodic", gap_s=0.01,
+                            duration_s=(0.01, 0.01), end_s=500)  # fmt: skip
+    assert [(o.f, o.value) for o in _play(ember, 500)] == [
+        (o.f, o.value) for o in _play(plain, 500)
+    ]
+    assert set(_kind_counts(maintenance=("compact",), mix_maintenance=True,
+                            only=["compact-kill"])) == {"compact-kill"}  # fmt: skip
+
+
+def test_a_compact_kill_names_its_request_and_heals_as_a_kill() -> None:
+    gen = NemesisSchedule(random.Random(5), ["compact-kill"], mode="periodic", gap_s=0.1,
+                          end_s=60, maintenance=("compact", "defrag"))  # fmt: skip
+    ops = _play(gen, 60)
+    faults = _faults(ops)
+    assert faults and {o.f for o in faults} == {"compact-kill"}
+    assert {o.f for o in ops} - {"compact-kill"} == {"start"}
+    assert {o.value["action"] for o in faults} == {"compact", "defrag"}
+    assert all(0 <= o.value["delay_ms"] <= 20 and 0 <= o.value["back"] <= 3 for o in faults)
+    assert all(o.value["target"] in ("leader", "random", "joining") for o in faults)
+
+
+def test_compact_kill_on_a_db_that_cannot_compact_is_refused() -> None:
+    with pytest.raises(ValueError, match="compact-kill needs a db that compacts"):
+        NemesisSchedule(random.Random(1), ["compact-kill"])
 
 
 def test_a_max_fault_count_ends_the_schedule() -> None:

@@ -187,3 +187,28 @@ def test_the_full_metastore_traffic_is_sent_and_judged(tmp_path: Path) -> None:
     figures = results["checkers"]["revisions"]["figures"]
     assert figures["compactions"] > 0
     assert figures["watches"] >= 5
+
+
+def test_compact_kill_lands_its_delay_after_the_compaction(tmp_path: Path) -> None:
+    """ember's metastore under compact-kill: each kill lands exactly its drawn
+    delay (virtual time) after the compaction request went to the meta
+    leader; answered compactions reach the watch rules; the run stays valid."""
+    run_dir = _sim(tmp_path, seed=1, time_limit=20.0,
+                   workload=("register", "metastore", "change-peers"),
+                   nemesis=("compact-kill",))  # fmt: skip
+    kills = [e["value"] for e in _history(run_dir)
+             if e["f"] == "compact-kill" and e["type"] == "ok"]  # fmt: skip
+    assert len(kills) >= 3, kills
+    for value in kills:
+        done = value["maintenance"]
+        assert done["action"] == "compact" and done["url"].endswith("/meta/compact")
+        assert done["kill_after_ms"] == pytest.approx(value["delay_ms"], abs=0.05)
+        assert value["pids"][value["node"]], value  # somebody was killed
+    answered = [v for v in kills if v["maintenance"]["answered"]]
+    assert answered, "no compaction was answered before or despite its kill"
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is True, results["reasons"]
+    assert results["checkers"]["revisions"]["figures"]["compactions"] >= len(answered)
+    windows = results["checkers"]["stats"]["figures"]["faults"]  # each healed by its start
+    assert {w["f"] for w in windows} == {"compact-kill"}
+    assert all(w["end"] is not None for w in windows), windows
