@@ -102,6 +102,11 @@ class _Replica:
     durable: LogView
     written: LogView
     status: Status | None = None
+    # The status its last Ready was taken with. `status` moves on after the
+    # Ready too (messages stepped while the round's fsync runs), so its
+    # configuration may be newer than the one a commit advance in the next
+    # Ready was counted under: the quorum check accepts this one's.
+    ready_status: Status | None = None
     commit: int | None = None  # highest commit index seen; None before the first
     # (commit, conf before the Ready, conf after) awaiting the Ready's fsync.
     pending_quorum: tuple[int, ConfState, ConfState] | None = None
@@ -208,7 +213,7 @@ class Omniscient:
         for rec in self.groups.values():
             rep = rec.replicas.get(node)
             if rep is not None:
-                rep.status, rep.pending_quorum = None, None
+                rep.status, rep.ready_status, rep.pending_quorum = None, None, None
                 rep.written = rep.durable.copy()
 
     # -- the hooks' bodies ------------------------------------------------------------
@@ -295,7 +300,9 @@ class Omniscient:
         if hs is not None:
             advanced = self._observe_commit(rec, rep, hs.commit, status, was_leader)
             if advanced and was_leader and before is not None:
-                rep.pending_quorum = (hs.commit, before.conf, status.conf)
+                counted_under = (rep.ready_status or before).conf
+                rep.pending_quorum = (hs.commit, counted_under, status.conf)
+        rep.ready_status = status
         self._status(rec, node, status)
 
     def _durable(self, node: str, group: str, rd: Ready) -> None:
