@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import bisect
 import itertools
+import re
 from collections import Counter
 from typing import Any
 
@@ -92,13 +93,17 @@ def not_applied_reason(op: Operation) -> str:
     return str(why)
 
 
+_TRAILING_DETAIL = re.compile(r"\s*\((?:[^()]|\([^()]*\))*\)$")  # one level of nesting
+
+
 def short_reason(why: str) -> str:
-    """A reason without its exception class and parenthesised detail, so that
-    faults not applied for one cause count together."""
+    """A reason without its exception class and its trailing parenthesised
+    detail (which node, which URL), so that faults not applied for one cause
+    count together."""
     head, sep, tail = why.partition(": ")
     if sep and head.isidentifier() and head[:1].isupper():
         why = tail  # "DBError: etcd has no failpoints" -> "etcd has no failpoints"
-    return why.split(" (", 1)[0].strip() or why
+    return _TRAILING_DETAIL.sub("", why).strip() or why
 
 
 def unapplied_faults(ops: list[Operation]) -> list[dict[str, Any]]:

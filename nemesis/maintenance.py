@@ -122,7 +122,7 @@ async def around_kill(
         current = db.revision_in(await post(ask))
         if current is None:
             raise UnresolvedError(
-                f"{node} said no revision ({ask.url}): nothing compacted, nobody killed"
+                f"the store said no revision: nothing compacted, nobody killed ({ask.url})"
             )
         revision = max(1, current - int(value.get("back", 0)))
     call = db.maintenance_call(node, action, revision or 0)

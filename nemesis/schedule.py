@@ -212,7 +212,7 @@ class NemesisWorker:
         if isinstance(pids, dict) and not pids.get(node):
             # The node (a role's holder, or a random one: an etcd spare) is
             # down: nothing was killed or paused, and nothing is to heal.
-            raise UnresolvedError(f"{node} ({extra['resolved']}) is not running")
+            raise UnresolvedError(f"the target is not running ({node}, {extra['resolved']})")
         return fault
 
     def _process_fault(self, kind: str, node: str) -> Fault:

@@ -325,3 +325,19 @@ def test_compact_kill_is_refused_where_nothing_compacts() -> None:
                            nemesis=("mix", "compact-kill"))  # fmt: skip
     assert nemesis_fit(with_meta) == []
     assert nemesis_fit(plans.Plan(db="etcd", nemesis=("compact-kill",))) == []
+
+
+def test_reasons_count_together_whichever_node_they_name() -> None:
+    """Only the trailing parenthesis (the node, the URL) is dropped: a fault not
+    applied because its target was down counts as one cause, not one per node."""
+    from checkers.stats import short_reason
+
+    down = "UnresolvedError: the target is not running (n2, leader of part-5 (reported the phase))"
+    assert short_reason(down) == "the target is not running"
+    assert short_reason("the target is not running (n5, random node)") == (
+        "the target is not running"
+    )
+    assert short_reason("DBError: etcd has no failpoints (slow on n1)") == "etcd has no failpoints"
+    assert short_reason("no node declares itself leader of etcd (answered: n1, n2)") == (
+        "no node declares itself leader of etcd"
+    )

@@ -200,7 +200,8 @@ def test_compact_kill_is_mixed_in_only_where_the_db_asks_for_it() -> None:
     assert 0.11 < etcd["compact-kill"] / 2000 < 0.18
     assert etcd["kill"] > 300  # the plain kind keeps its share of the rest
     ember = NemesisSchedule(random.Random(13), ["mix"], mode="periodic", gap_s=0.01,
-                            duration_s=(0.01, 0.01), end_s=500, maintenance=("compact",))  # fmt: skip
+                            duration_s=(0.01, 0.01), end_s=500,
+                            maintenance=("compact",))  # fmt: skip
     plain = NemesisSchedule(random.Random(13), ["mix"], mode="periodic", gap_s=0.01,
                             duration_s=(0.01, 0.01), end_s=500)  # fmt: skip
     assert [(o.f, o.value) for o in _play(ember, 500)] == [
@@ -215,7 +216,8 @@ def test_a_compact_kill_names_its_request_and_heals_as_a_kill() -> None:
                           end_s=60, maintenance=("compact", "defrag"))  # fmt: skip
     ops = _play(gen, 60)
     faults = _faults(ops)
-    assert faults and {o.f for o in faults} == {"compact-kill"}
+    assert faults
+    assert {o.f for o in faults} == {"compact-kill"}
     assert {o.f for o in ops} - {"compact-kill"} == {"start"}
     assert {o.value["action"] for o in faults} == {"compact", "defrag"}
     assert all(0 <= o.value["delay_ms"] <= 20 and 0 <= o.value["back"] <= 3 for o in faults)

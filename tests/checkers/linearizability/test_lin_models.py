@@ -147,7 +147,6 @@ def test_ops_from_history_maps_faultline_semantics() -> None:
     assert check(ops, "register").valid is True
 
 
-
 def _crashed_writes_history(seed: int, wrong_last_read: bool = False) -> list[LinOp]:
     """16 crashed puts called first; half of them take effect, at random
     points, between 80 sequential known puts and gets on three keys (every
