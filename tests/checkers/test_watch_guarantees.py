@@ -269,3 +269,16 @@ def test_a_compaction_whose_answer_the_kill_cut_off_is_not_assumed() -> None:
     assert _check(story).figures["compactions"] == 0
     _served_compacted(story)
     assert [a.kind for a in _check(story).anomalies] == ["watch-resume-gap"]
+
+
+def test_a_lost_event_is_reported_once_not_again_by_a_later_progress() -> None:
+    """etcd-io/etcd#18089 as the sweep saw it: a watch from the compaction
+    revision never gets the delete there, and a progress notification later
+    claims past it. One loss, one anomaly: G9's, not G7's too."""
+    story = _story()
+    story["writes"].insert(4, ("compact", None, {"revision": 4}, {"revision": 4}))
+    story["C_from"] = 4
+    story["C"]["responses"] = [r for r in story["C"]["responses"] if r["revision"] == 5]
+    story["C"]["responses"].append({"revision": 5, "progress": True})
+    kinds = [a.kind for a in _check(story).anomalies]
+    assert kinds == ["watch-compaction-lost-event"], kinds
