@@ -18,8 +18,11 @@ period long enough (the last fault or membership change ended at least
   leader, or `role` follower, all in that leader's term) is a late
   follower, counted in the figure `stability-late-followers`, not flagged.
   On Docker that is a link healing late: after a partition TCP's
-  retransmission backoff can hold the leader's frames for seconds. A
-  follower of an older term than the last elected one, any new term and
+  retransmission backoff can hold the leader's frames for seconds, and
+  may then hand over frames of an older leader first: a voter that learns
+  an older term's leader on its way to the last elected one (which it
+  follows within the window) is a late follower too. A follower of an
+  older term that never reaches the last elected leader, any new term and
   any step-down stay flagged. Audit events are placed on
   the history's clock by checkers.audit.history_clock; without the run's
   timeline.json that cannot be done and the figure `stability-groups` is
@@ -77,6 +80,11 @@ def check_stability(
                 if ev.get("kind") in _CHANGES and last_end <= at(ev) <= end}  # fmt: skip
     voters = {g: v for g, v in voters.items() if g not in changing}
     elected = _last_elected(ctx.audit, at, start)
+    # (node, group) that follow the last elected leader within the window:
+    # what such a node learnt of older terms on the way was stale frames.
+    caught_up = {(node, str(ev.get("group"))) for node in ctx.audit for ev in ctx.audit[node]
+                 if start <= at(ev) <= end
+                 and _follows(node, ev, elected.get(str(ev.get("group"))))}  # fmt: skip
     late = 0
     for node in sorted(ctx.audit):
         seen: set[str] = set()
@@ -85,7 +93,9 @@ def check_stability(
             if ev.get("kind") not in _UNSTABLE or node not in voters.get(str(group), set()):
                 continue
             t = at(ev)
-            if start <= t <= end and _follows(node, ev, elected.get(str(group))):
+            last = elected.get(str(group))
+            if start <= t <= end and (_follows(node, ev, last) or (
+                    (node, str(group)) in caught_up and _stale(ev, last))):  # fmt: skip
                 late += 1
                 continue
             if start <= t <= end and group not in seen:
@@ -114,6 +124,16 @@ def _last_elected(
                 if term > out.get(group, (-1, ""))[0]:
                     out[group] = (term, node)
     return out
+
+
+def _stale(ev: dict[str, Any], elected: tuple[int, str] | None) -> bool:
+    """Whether `ev` has a node learn a leader or term older than the last elected."""
+    term = ev.get("term")
+    if elected is None or not isinstance(term, int) or term >= elected[0]:
+        return False
+    kind = ev.get("kind")
+    return (kind == "term" or (kind == "leader" and ev.get("leader") is not None)
+            or (kind == "role" and ev.get("role") == "follower"))  # fmt: skip
 
 
 def _follows(node: str, ev: dict[str, Any], elected: tuple[int, str] | None) -> bool:

@@ -308,3 +308,13 @@ CLEAN: dict[str, Callable[[], Case]] = {
     "L-rules": _quiet,
     "L2-late-follower": late_follower,
 }
+
+
+def stale_then_late_follower() -> Case:
+    """n2, cut off, first gets a frame of term 2's leader n4 (held back by TCP's
+    backoff), then term 3's n1: both on its way to the leader elected before."""
+    return _quiet({"n2": [
+        {"kind": "leader", "group": "part-0", "leader": "n4", "term": 2, "wall": 9.0},
+        {"kind": "term", "group": "part-0", "term": 3, "wall": 9.001},
+        {"kind": "leader", "group": "part-0", "leader": "n1", "term": 3, "wall": 9.001},
+    ]})  # fmt: skip

@@ -80,3 +80,18 @@ def test_a_late_follower_is_counted_not_hidden() -> None:
     result = check({}, events, case.options, audit=case.audit,
                    checkers={n: REGISTRY[n]() for n in case.checkers})  # fmt: skip
     assert result.checkers["convergence"].figures["stability-late-followers"] == 1
+
+
+def test_a_stale_leader_on_the_way_to_the_elected_one_is_a_late_follower() -> None:
+    """Seen in CI (ember on Docker, seed 9091): after a partition healed, n1 got a
+    6 s old frame of term 6's leader, then term 7's. Not a change of the group's
+    leadership; without the second frame it stays an L2 break (test above)."""
+    from tests.checkers.rule_cases import stale_then_late_follower
+
+    case = stale_then_late_follower()
+    events = [Event(**e) for e in case.history]
+    result = check({}, events, case.options, audit=case.audit,
+                   checkers={n: REGISTRY[n]() for n in case.checkers})  # fmt: skip
+    convergence = result.checkers["convergence"]
+    assert convergence.valid is True, convergence.anomalies
+    assert convergence.figures["stability-late-followers"] == 3
