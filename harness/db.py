@@ -32,8 +32,6 @@ from nemesis.fault import Fault
 from nemesis.maintenance import Call
 from nemesis.process import ProcessSpec
 
-META_GROUP = "meta"  # ember's metastore group (ember.metastore.META_GROUP)
-
 RAFT_PORT = 7000
 HTTP_PORT = 8000
 HEALTH_POLL_S = 0.25
@@ -388,6 +386,8 @@ class EmberDB(ProcessDB):
     def maintenance_node(self, target: str) -> str:
         """The `meta` group's leader (commands go through its log; any other
         node answers 421), or the target when no leader is known."""
+        from ember.metastore import META_GROUP  # late: the Docker harness needs no ember code
+
         return self.leaders().get(META_GROUP, target)
 
     def revision_call(self, node: str) -> Call:

@@ -90,7 +90,7 @@ PRIMITIVES = ("partition", "kill", "pause", "slow")
 EXTRA_KINDS = ("clock", "compact-kill")  # not primitives: `mix` draws them where they apply
 # A modest rate: a clock fault is rarely the cause, and other faults keep theirs.
 CLOCK_SHARE_IN_MIX = 0.1
-MAINTENANCE_SHARE_IN_MIX = 1 / 7  # compact-kill in a db's mix: about one kill in two
+MAINTENANCE_SHARE_IN_MIX = 1 / 7  # compact-kill in a db's mix: one fault in seven
 MIX = "mix"
 FAULT_KINDS = (*PRIMITIVES, *EXTRA_KINDS, MIX)  # what --nemesis accepts
 GROUPINGS = ("halves", "isolate-leader", "isolate-joining", "ring", "bridge", "one-way")
@@ -185,8 +185,8 @@ class NemesisSchedule(Generator):
         # `mix` alone mixes clock faults in at a share of their own, so the
         # other kinds keep their relative rates; naming `clock` draws it evenly.
         mixed_clock = mix and clocks and "clock" not in extra
-        mixed_maintenance = mix and mix_maintenance and bool(maintenance)
-        mixed_maintenance = mixed_maintenance and "compact-kill" not in extra
+        mixed_maintenance = (mix and mix_maintenance and bool(maintenance)
+                             and "compact-kill" not in extra)  # fmt: skip
         if only is not None:  # swarm testing: this run's subset of the kinds
             drawable = (*PRIMITIVES, *EXTRA_KINDS)
             bad = sorted(set(only) - set(drawable))

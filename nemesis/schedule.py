@@ -128,25 +128,18 @@ class NemesisWorker:
         """A kill landing `delay_ms` after a compaction or defragmentation
         request (`nemesis.maintenance`); healed as a kill."""
         v = dict(op.value or {})
-        node, extra = await self._blocking(self._target, v, random.Random(v.get("seed", 0)))
         started = time.time()
+        node, extra = await self._blocking(self._target, v, random.Random(v.get("seed", 0)))
 
         async def kill() -> Fault:
-            fault: Fault = await self._blocking(self._kill_running, node, extra)
+            fault: Fault = await self._blocking(self._process_fault_running, "kill", node, extra)
             return fault
 
         db: Any = self.db  # a Maintainable: the schedule draws compact-kill only for one
         fault, timed = await maintenance.around_kill(db, node, v, self._post, self._blocking, kill)
         killed = time.time()
-        extra = {**extra, "applied_wall": round(killed, 6),
-                 "apply_ms": round((killed - started) * 1000, 1),
-                 "maintenance": timed.as_value(killed)}  # fmt: skip
-        self.active[op.f] = (fault, extra)
-        return {**v, **fault.as_value(), **extra, "kind": op.f}
-
-    def _kill_running(self, node: str, extra: dict[str, Any]) -> Fault:
-        """kill -9 `node`; UnresolvedError when it was not running."""
-        return self._process_fault_running("kill", node, extra)
+        extra["maintenance"] = timed.as_value(killed)
+        return {**self._record(op, v, fault, extra, started, killed), "kind": op.f}
 
     def _do(self, op: Op) -> dict[str, Any]:
         v = dict(op.value or {})
@@ -157,7 +150,12 @@ class NemesisWorker:
         rng = random.Random(v.get("seed", 0))
         started = time.time()
         fault, extra = self._apply(op.f, v, rng)
-        applied = time.time()
+        return self._record(op, v, fault, extra, started, time.time())
+
+    def _record(self, op: Op, v: dict[str, Any], fault: Fault, extra: dict[str, Any],
+                started: float, applied: float) -> dict[str, Any]:  # fmt: skip
+        """Keep the applied fault for its heal; its completion value, with when it
+        was applied and how long after its trigger."""
         extra = {**extra, "applied_wall": round(applied, 6),
                  "apply_ms": round((applied - started) * 1000, 1)}  # fmt: skip
         trigger = v.get("trigger") or {}
