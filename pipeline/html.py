@@ -82,7 +82,8 @@ def render(tables: dict[str, Any], *, elapsed_s: float = 0.0) -> str:
     parts = []
     for i, (title, fig) in enumerate(_figures(tables)):
         fig.update_layout(margin={"t": 30}, height=420)
-        plot = fig.to_html(full_html=False, include_plotlyjs=(i == 0))
+        # Fixed div ids: the same tables make the same page (plotly draws random ones).
+        plot = fig.to_html(full_html=False, include_plotlyjs=(i == 0), div_id=f"plot-{i}")
         parts.append(f"<h2>{html.escape(title)}</h2>\n{plot}")
     never = tables["coverage"]
     never = never[~never["exercised"]] if len(never) else never
