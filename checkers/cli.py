@@ -67,6 +67,16 @@ def add_parser(subparsers: Any) -> None:
         "no revision checks)",
     )
     p.add_argument("--no-write", action="store_true", help="do not write results.json")
+    p.add_argument(
+        "--spark",
+        action="store_true",
+        help="decide linearizability per key on Spark executors (a history too large for "
+        "one process; --time-limit is then per key; pipeline/spark_check.py)",
+    )
+    p.add_argument(
+        "--master",
+        help="with --spark: the Spark master (default local[*]; spark://host:7077 for a cluster)",
+    )
     p.set_defaults(func=run)
 
 
@@ -136,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
     from checkers.compose import check, write_results
     from checkers.sim import load_sim_report
 
+    if args.spark or args.master:
+        return _run_spark(args)
     notes: list[str] = []
     plan, history, audit, run_dir, file, fmt = _load(Path(args.path), args.format, notes)
     options: dict[str, Any] = {}
@@ -157,5 +169,53 @@ def run(args: argparse.Namespace) -> int:
     result.history_format = fmt
     if not args.no_write:
         write_results(result, run_dir)
+    print("\n".join(summary(result)))
+    return EXIT_CODES[result.valid]
+
+
+def _run_spark(args: argparse.Namespace) -> int:
+    """`--spark`: the linearizability checker on Spark executors; results.json
+    as the local check writes it (what differs is in its notes)."""
+    import msgspec
+
+    from checkers.compose import write_results
+    from checkers.importers.formats import detect, history_file
+
+    if not args.spark:
+        raise ValueError("--master needs --spark")
+    path = Path(args.path)
+    file = history_file(path)
+    if args.format not in ("auto", "faultline") or detect(file) != "faultline":
+        raise ValueError("--spark reads faultline's history.jsonl only (DESIGN.md's format)")
+    if args.checkers and args.checkers != ["linearizable"]:
+        raise ValueError("--spark runs the linearizable checker only")
+    if args.revisions is not None:
+        raise ValueError("--spark runs no revision rules (`faultline pipeline precheck` does)")
+    plan: dict[str, Any] = {}
+    if path.is_dir() and (path / "test.json").is_file():
+        plan = msgspec.json.decode((path / "test.json").read_bytes(), type=dict[str, Any])
+    workload = plan.get("workload")
+    model = args.model or (workload.get("model") if isinstance(workload, dict) else None)
+    try:
+        from pipeline.session import spark_session
+        from pipeline.spark_check import spark_check
+    except ImportError as exc:
+        raise ValueError(
+            f"--spark needs pyspark ({exc}); pip install 'faultline[pipeline]'"
+        ) from None
+    master = args.master or "local[*]"
+    try:
+        spark = spark_session(master, app="faultline-check")
+    except Exception as exc:  # pyspark's own types: no Java, an unreachable master
+        raise ValueError(f"cannot start Spark (master {master}; Java 17 on PATH?): {exc}") from None
+    notes: list[str] = []
+    result = spark_check(spark, file, model=model, master=master, notes=notes,
+                         time_limit_s=args.time_limit or 60.0)  # fmt: skip
+    seed = plan.get("seed")
+    result.test = str(plan["name"]) if "name" in plan else None
+    result.seed = seed if isinstance(seed, int | str) else None
+    result.history, result.history_format = file.name, "faultline"
+    if not args.no_write:
+        write_results(result, file.parent)
     print("\n".join(summary(result)))
     return EXIT_CODES[result.valid]

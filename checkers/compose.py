@@ -42,7 +42,7 @@ from checkers.stats import MEMBERSHIP_FS, fault_counts
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
 
 
-def _is_meta(op: Operation) -> bool:
+def is_meta(op: Operation) -> bool:
     return (
         isinstance(op.process, int)
         and op.f not in MEMBERSHIP_FS
@@ -51,7 +51,7 @@ def _is_meta(op: Operation) -> bool:
     )
 
 
-def _values_only(op: Operation) -> Operation:
+def values_only(op: Operation) -> Operation:
     """A metastore op with the revisions left out of its result (see module doc)."""
     result = op.result
     if op.f == "put":
@@ -70,7 +70,7 @@ class SplitLinear:
 
     def check(self, ctx: CheckContext) -> CheckerResult:
         """One search per object when the history mixes them; else the plain check."""
-        meta = [op for op in ctx.operations if _is_meta(op)]
+        meta = [op for op in ctx.operations if is_meta(op)]
         # Metastore traffic alone (etcd's metastore runs: nothing else writes
         # the store) keeps its revisions, which pin every write's place and
         # make crashed writes cheap to decide. Watches, past reads and
@@ -80,23 +80,28 @@ class SplitLinear:
         if len(meta) == len(model_ops(ctx.operations)):
             options = {**ctx.options, "model": "metastore"}
             return LinearizabilityChecker().check(msgspec.structs.replace(ctx, options=options))
-        rest = [op for op in ctx.operations if not _is_meta(op)]
+        rest = [op for op in ctx.operations if not is_meta(op)]
         kv = LinearizabilityChecker().check(msgspec.structs.replace(ctx, operations=rest))
-        meta_ops = [_values_only(op) for op in meta]
+        meta_ops = [values_only(op) for op in meta]
         options = {**ctx.options, "model": "metastore"}
         m = LinearizabilityChecker().check(
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)
         )
-        anomalies = [Anomaly(kind=a.kind, message=f"{part}: {a.message}", ops=a.ops)
-                     for part, r in (("register", kv), ("metastore", m))
-                     for a in r.anomalies]  # fmt: skip
-        errors = [f"{part}: {r.error}" for part, r in (("register", kv), ("metastore", m))
-                  if r.error]  # fmt: skip
-        return CheckerResult(
-            name=self.name, valid=merge_validity([kv.valid, m.valid]), anomalies=anomalies,
-            figures={"register": kv.figures, "metastore": m.figures},
-            error="; ".join(errors) or None,
-        )  # fmt: skip
+        return split_result(kv, m)
+
+
+def split_result(kv: CheckerResult, m: CheckerResult) -> CheckerResult:
+    """The register part's and the metastore part's results as one (a mixed history)."""
+    anomalies = [Anomaly(kind=a.kind, message=f"{part}: {a.message}", ops=a.ops)
+                 for part, r in (("register", kv), ("metastore", m))
+                 for a in r.anomalies]  # fmt: skip
+    errors = [f"{part}: {r.error}" for part, r in (("register", kv), ("metastore", m))
+              if r.error]  # fmt: skip
+    return CheckerResult(
+        name=SplitLinear.name, valid=merge_validity([kv.valid, m.valid]), anomalies=anomalies,
+        figures={"register": kv.figures, "metastore": m.figures},
+        error="; ".join(errors) or None,
+    )  # fmt: skip
 
 
 def _lazy(module: str, name: str) -> Callable[[], Checker]:

@@ -51,7 +51,11 @@ def model_for(ctx: CheckContext, ops: list[Operation] | None = None) -> str:
     workload = ctx.plan.get("workload")
     if isinstance(workload, dict) and isinstance(workload.get("model"), str):
         return str(workload["model"])
-    fs = {op.f for op in ops or ()}
+    return infer_model({op.f for op in ops or ()})
+
+
+def infer_model(fs: set[str]) -> str:
+    """The first model whose operations cover every `f` in `fs`, else kv."""
     for model, known in _INFER:
         if fs and fs <= known:
             return model
@@ -87,27 +91,32 @@ class LinearizabilityChecker:
         model = model_for(ctx, client_ops)
         ops = lin.ops_from_history(client_ops, model)
         limit = float(ctx.setting("lin_time_limit_s", DEFAULT_TIME_LIMIT_S))
-        result = lin.check(ops, model, time_limit_s=limit)
-        anomalies: list[Anomaly] = []
-        failure = result.failure
-        if result.valid is False and failure is not None:
-            ids = [u.op.id for u in failure.unplaceable]
-            anomalies.append(
-                Anomaly(
-                    kind="nonlinearizable",
-                    message=f"key {failure.key!r}: no linearization places op(s) {ids}",
-                    ops=ids,
-                )
+        return checker_result(lin.check(ops, model, time_limit_s=limit), model)
+
+
+def checker_result(result: Any, model: str) -> CheckerResult:
+    """A search's verdict (a `LinResult`) as the `linearizable` checker's result;
+    `faultline check --spark` builds the same from its per-key results."""
+    anomalies: list[Anomaly] = []
+    failure = result.failure
+    if result.valid is False and failure is not None:
+        ids = [u.op.id for u in failure.unplaceable]
+        anomalies.append(
+            Anomaly(
+                kind="nonlinearizable",
+                message=f"key {failure.key!r}: no linearization places op(s) {ids}",
+                ops=ids,
             )
-        figures: dict[str, Any] = msgspec.to_builtins(result)
-        figures["model"] = model
-        return CheckerResult(
-            name=self.name,
-            valid=result.valid,
-            anomalies=anomalies,
-            figures=figures,
-            error=_undecided(result) if result.valid == "unknown" else None,
         )
+    figures: dict[str, Any] = msgspec.to_builtins(result)
+    figures["model"] = model
+    return CheckerResult(
+        name=LinearizabilityChecker.name,
+        valid=result.valid,
+        anomalies=anomalies,
+        figures=figures,
+        error=_undecided(result) if result.valid == "unknown" else None,
+    )
 
 
 def _undecided(result: Any) -> str:

@@ -53,13 +53,13 @@ def _parts(figures: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _operations(label: str, operations: list[Any]) -> list[Any]:
     """The operations the checker handed this part's search."""
-    from checkers.compose import _is_meta, _values_only  # SplitLinear's own split
+    from checkers.compose import is_meta, values_only  # SplitLinear's own split
     from checkers.linear import model_ops
 
     if label.endswith("/metastore"):
-        return [_values_only(op) for op in operations if _is_meta(op) and op.f != "range"]
+        return [values_only(op) for op in operations if is_meta(op) and op.f != "range"]
     if label.endswith("/register"):
-        return model_ops([op for op in operations if not _is_meta(op)])
+        return model_ops([op for op in operations if not is_meta(op)])
     return model_ops(operations)
 
 
@@ -133,6 +133,13 @@ def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> s
     raise VerifyError(f"{label}: results hold no witness or counterexample (verdict unknown?)")
 
 
+# The note `faultline check --spark` leaves in results.json (pipeline/spark_check.py).
+SPARK_NO_WITNESS = (
+    "no linearization witness under --spark (it would hold every operation on the "
+    "driver); `faultline verify` needs a local check"
+)
+
+
 def run(args: argparse.Namespace) -> int:
     """Verifies each linearizability verdict's evidence; see the module doc."""
     from checkers.history import pair
@@ -150,7 +157,11 @@ def run(args: argparse.Namespace) -> int:
     _, events = load_events(history, str(results.get("history_format") or "auto"), [])
     operations = pair(events)
     code = EXIT_OK
+    spark = SPARK_NO_WITNESS in results.get("notes", [])
     for label, part in _parts(figures):
+        if spark and not part.get("counterexample"):
+            raise VerifyError(f"{label}: checked with `faultline check --spark`, which keeps no "
+                              "witness; `faultline check` without --spark writes one")  # fmt: skip
         try:
             print(verify_part(label, part, operations))
         except WitnessError as exc:

@@ -138,6 +138,17 @@ def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
             _json(op.result), op.revision, None)  # fmt: skip
 
 
+def key_ops(pdf: Any) -> list[Operation]:
+    """One key's client operations (pandas rows of OP_SCHEMA), in invoke order."""
+    return [
+        Operation(process=int(r.process), f=r.f, type=r.type, invoke_index=int(r.invoke_index),
+                  invoke_time=int(r.invoke_time), complete_index=_int(r.complete_index),
+                  complete_time=_int(r.complete_time), key=_str(r.key), value=_unjson(r.value),
+                  result=_unjson(r.result), revision=_int(r.revision))
+        for r in pdf.sort_values("invoke_index").itertuples()
+    ]  # fmt: skip
+
+
 def check_key(pdf: Any, model: str, time_limit_s: float, revisions: Any = None) -> Any:
     """One key's client operations (pandas) -> its linearizability and revision verdicts
     (revision rules only where `revisions`, the history's declaration, puts them)."""
@@ -147,13 +158,7 @@ def check_key(pdf: Any, model: str, time_limit_s: float, revisions: Any = None) 
     from checkers.revision_fields import parse
     from checkers.revisions import check_order, revision_of
 
-    ops = [
-        Operation(process=int(r.process), f=r.f, type=r.type, invoke_index=int(r.invoke_index),
-                  invoke_time=int(r.invoke_time), complete_index=_int(r.complete_index),
-                  complete_time=_int(r.complete_time), key=_str(r.key), value=_unjson(r.value),
-                  result=_unjson(r.result), revision=_int(r.revision))
-        for r in pdf.sort_values("invoke_index").itertuples()
-    ]  # fmt: skip
+    ops = key_ops(pdf)
     key = ops[0].key
     try:
         # One worker: the executor is the unit of parallelism here, not a process pool.
@@ -181,7 +186,6 @@ def precheck(
     """Pre-checks one history with Spark; see the module doc. `revisions` is the
     history's revision declaration (test.json's; checkers/revision_fields.py):
     without one no revision rule runs."""
-    from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
 
     from checkers import linearizability as lin
     from checkers.revision_fields import parse
@@ -193,31 +197,60 @@ def precheck(
         )
     fields = parse(revisions)  # a malformed declaration fails here, on the driver
     started = time.monotonic()
-    text = spark.sparkContext.textFile(str(history)).zipWithIndex()
-    events = spark.createDataFrame(text.mapPartitions(parse_lines), EVENT_SCHEMA).cache()
+    staged = stage(spark, history)
     try:
-        bad_col = F.col("error").isNotNull()
-        tally = events.agg(
-            F.count("*").alias("n"), F.count(F.when(bad_col, 1)).alias("bad")
-        ).first()
-        bad = events.where(bad_col).orderBy("line").limit(10).collect() if tally.bad else []
-        good = events.where(~bad_col).drop("error")
-        ops = good.groupBy("process").applyInPandas(pair_process, OP_SCHEMA).cache()
-        problems = [r.problem for r in ops.where(F.col("problem").isNotNull()).limit(10).collect()]
-        clients = ops.where(F.col("is_client") & F.col("problem").isNull())
-        keys = clients.groupBy("key").applyInPandas(
+        keys = staged.clients.groupBy("key").applyInPandas(
             lambda pdf: check_key(pdf, model, key_time_limit_s, revisions), KEY_SCHEMA
         ).cache()  # fmt: skip
         if out is not None:
             keys.write.mode("overwrite").parquet(str(out))
-        result = _merge(keys, clients, bad, problems, _field_writes(fields))
-        result.events = int(tally.n - tally.bad)
-        ops.unpersist()
+        result = _merge(keys, staged.clients, staged.bad, staged.problems, _field_writes(fields))
+        result.events = staged.events
         keys.unpersist()
     finally:
-        events.unpersist()
+        staged.release()
     result.elapsed_s = time.monotonic() - started
     return result
+
+
+@dataclass
+class Staged:
+    """A history read across executors and paired per process (the shared first
+    stages of the pre-check and `faultline check --spark`)."""
+
+    events: int  # well-formed lines
+    bad: list[Any]  # the first malformed lines (line, error), in line order
+    bad_count: int
+    last_line: int  # the number of the history's last non-blank line
+    problems: list[str]  # the first processes whose events break the history's rules
+    ops: Any  # DataFrame (OP_SCHEMA): every process's operations (a problem row per bad one)
+    clients: Any  # the client processes' operations
+    _cached: list[Any] = field(default_factory=list)
+
+    def release(self) -> None:
+        """Drops the cached stages from the executors."""
+        for df in self._cached:
+            df.unpersist()
+
+
+def stage(spark: Any, history: Path | str) -> Staged:
+    """Reads `history` split across executors, decodes each line with the checkers'
+    `Event` and pairs each process's events into operations."""
+    from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
+
+    text = spark.sparkContext.textFile(str(history)).zipWithIndex()
+    events = spark.createDataFrame(text.mapPartitions(parse_lines), EVENT_SCHEMA).cache()
+    bad_col = F.col("error").isNotNull()
+    tally = events.agg(F.count("*").alias("n"), F.count(F.when(bad_col, 1)).alias("bad"),
+                       F.max("line").alias("last")).first()  # fmt: skip
+    bad = events.where(bad_col).orderBy("line").limit(10).collect() if tally.bad else []
+    ops = (events.where(~bad_col).drop("error").groupBy("process")
+           .applyInPandas(pair_process, OP_SCHEMA).cache())  # fmt: skip
+    problems = [r.problem for r in ops.where(F.col("problem").isNotNull()).limit(10).collect()]
+    clients = ops.where(F.col("is_client") & F.col("problem").isNull())
+    return Staged(events=int(tally.n - tally.bad), bad=bad, bad_count=int(tally.bad),
+                  last_line=int(tally.last or 0), problems=problems, ops=ops, clients=clients,
+                  _cached=[ops, events])  # fmt: skip
 
 
 def _field_writes(fields: Any) -> list[str]:
