@@ -223,7 +223,9 @@ def trends(runs: Any, ok: Any) -> Any:
 def analyze(spark: Any, lake: Path, *, progress: Any = None) -> dict[str, Any]:
     """Computes every analysis table, writes them and nightly.html; returns them as pandas."""
     from pipeline.html import write_html
+    from pipeline.lakeversion import check_lake
 
+    check_lake(lake, writing=False)
     started = time.monotonic()
     runs = with_cell(read_table(spark, lake, "runs")).cache()
     # Both latency tables read the ok client completions: cache them once.

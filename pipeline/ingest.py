@@ -28,6 +28,7 @@ from typing import Any
 from harness.store import iter_runs
 from pipeline.extract import run_id
 from pipeline.lakefiles import write_part
+from pipeline.lakeversion import check_lake, write_marker
 from pipeline.schemas import TABLES, spark_schema
 
 log = logging.getLogger("faultline.pipeline")
@@ -73,6 +74,7 @@ def ingested_ids(spark: Any, lake: Path) -> set[str]:
 
 def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> IngestReport:
     """Ingests the store's new runs into the lake; see the module doc."""
+    check_lake(lake, writing=True)  # before any file is written
     started = time.monotonic()
     report = IngestReport(ingest_id=time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
     paths = [str(r.path) for r in iter_runs(store)]
@@ -81,6 +83,7 @@ def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> Inge
     todo = [p for p in paths if run_id(store, p) not in done]
     report.already = len(paths) - len(todo)
     if todo:
+        write_marker(lake)
         _ingest_runs(spark, str(store), lake, todo, report, progress)
     for rid, reason in report.skipped:
         log.warning("skipped run %s: %s", rid, reason)
