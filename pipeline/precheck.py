@@ -90,7 +90,10 @@ def _str(value: Any) -> str | None:
 
 
 def _int(value: Any) -> int | None:
-    return None if value is None or value != value else int(value)  # NaN != NaN
+    try:
+        return int(value)
+    except (TypeError, ValueError):  # None, NaN (pandas' float column) or pd.NA (Int64)
+        return None
 
 
 def parse_lines(rows: Iterator[tuple[str, int]]) -> Iterator[tuple[Any, ...]]:
@@ -199,9 +202,9 @@ def precheck(
     started = time.monotonic()
     staged = stage(spark, history)
     try:
-        keys = staged.clients.groupBy("key").applyInPandas(
-            lambda pdf: check_key(pdf, model, key_time_limit_s, revisions), KEY_SCHEMA
-        ).cache()  # fmt: skip
+        keys = per_group(staged.clients, "key", "invoke_index",
+                         lambda pdf: check_key(pdf, model, key_time_limit_s, revisions),
+                         KEY_SCHEMA).cache()  # fmt: skip
         if out is not None:
             keys.write.mode("overwrite").parquet(str(out))
         result = _merge(keys, staged.clients, staged.bad, staged.problems, _field_writes(fields))
@@ -244,8 +247,8 @@ def stage(spark: Any, history: Path | str) -> Staged:
     tally = events.agg(F.count("*").alias("n"), F.count(F.when(bad_col, 1)).alias("bad"),
                        F.max("line").alias("last")).first()  # fmt: skip
     bad = events.where(bad_col).orderBy("line").limit(10).collect() if tally.bad else []
-    ops = (events.where(~bad_col).drop("error").groupBy("process")
-           .applyInPandas(pair_process, OP_SCHEMA).cache())  # fmt: skip
+    ops = per_group(events.where(~bad_col).drop("error"), "process", "idx", pair_process,
+                    OP_SCHEMA).cache()  # fmt: skip
     problems = [r.problem for r in ops.where(F.col("problem").isNotNull()).limit(10).collect()]
     clients = ops.where(F.col("is_client") & F.col("problem").isNull())
     return Staged(events=int(tally.n - tally.bad), bad=bad, bad_count=int(tally.bad),
@@ -286,4 +289,43 @@ def _merge(
         bad_lines=[f"line {b.line}: {b.error}" for b in bad], process_problems=problems,
         failed_keys=failed, unknown_keys=unknown,
         duplicate_revisions=[int(r.revision) for r in dup],
+    )  # fmt: skip
+
+
+def per_group(df: Any, column: str, order: str, fn: Any, schema: str) -> Any:
+    """`df.groupBy(column).applyInPandas(fn, schema)`, with one Python call per Arrow
+    batch instead of per group: applyInPandas ships every group as its own batch,
+    which at 10^3-10^4 processes or keys cost more than the work (bench/spark_check.py).
+    Rows are co-located and sorted by (column, order), so each group is a run of
+    consecutive rows, possibly across batches; `fn` gets each whole group once."""
+    import pandas as pd
+
+    def each(batches: Iterator[Any]) -> Iterator[Any]:
+        held = None  # the last group of the previous batch: it may continue
+        for pdf in batches:
+            if held is not None:
+                pdf = pd.concat([held, pdf], ignore_index=True)
+            if pdf.empty:
+                continue
+            last = pdf[column].iloc[-1]
+            tail = pdf[column].isna() if pd.isna(last) else pdf[column] == last
+            held, done = pdf[tail], pdf[~tail]
+            for _, group in done.groupby(column, sort=False, dropna=False):
+                yield fn(group)
+        if held is not None and not held.empty:
+            yield fn(held)
+
+    def groups(batches: Iterator[Any]) -> Iterator[Any]:
+        out: list[Any] = []  # one Arrow batch per many groups, not per group
+        for result in each(batches):
+            out.append(result)
+            if len(out) >= 256:
+                yield pd.concat(out, ignore_index=True)
+                out = []
+        if out:
+            yield pd.concat(out, ignore_index=True)
+
+    n = df.sparkSession.conf.get("spark.sql.shuffle.partitions")
+    return df.repartition(int(n), column).sortWithinPartitions(column, order).mapInPandas(
+        groups, schema
     )  # fmt: skip

@@ -127,7 +127,7 @@ def spark_check(
     from checkers.api import CheckerResult
     from checkers.compose import Result
     from checkers.linearizability.types import LinResult
-    from pipeline.precheck import stage
+    from pipeline.precheck import per_group, stage
 
     started = time.monotonic()
     staged = stage(spark, history)
@@ -156,12 +156,12 @@ def spark_check(
                 f"model {model!r} is not partitioned by key; --spark takes {', '.join(keyed)}"
             )
         group = F.when(F.col("is_meta"), F.lit(META_GROUP)).otherwise(F.col("key"))
-        per_group = modelled.withColumn("group", group).groupBy("group").applyInPandas(
-            lambda pdf: check_group(pdf, register_model, mixed, time_limit_s), RESULT_SCHEMA
-        )  # fmt: skip
+        checked = per_group(modelled.withColumn("group", group), "group", "invoke_index",
+                            lambda pdf: check_group(pdf, register_model, mixed, time_limit_s),
+                            RESULT_SCHEMA)  # fmt: skip
         decoder = msgspec.json.Decoder(LinResult)
         parts: dict[str, list[Any]] = {"register": [], "metastore": []}
-        for row in per_group.toLocalIterator():
+        for row in checked.toLocalIterator():
             parts[row.part].append(decoder.decode(row.result))
         all_ops = staged.ops.where(F.col("problem").isNull()).count()
     finally:
