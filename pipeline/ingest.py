@@ -29,9 +29,11 @@ from harness.store import iter_runs
 from pipeline.extract import run_id
 from pipeline.lakefiles import write_part
 from pipeline.schemas import TABLES, spark_schema
+from pipeline.sparkingest import ingest_spark
 
 log = logging.getLogger("faultline.pipeline")
 SKIPPED_FILE = "_skipped.json"
+ENGINES = ("spark", "rows")
 
 
 @dataclass
@@ -44,6 +46,7 @@ class IngestReport:
     ingested: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
+    by_rows: int = 0  # runs extracted by the rows engine (with "spark", the irregular ones)
     elapsed_s: float = 0.0
 
 
@@ -71,8 +74,17 @@ def ingested_ids(spark: Any, lake: Path) -> set[str]:
     return {row.run_id for row in runs.collect()}
 
 
-def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> IngestReport:
-    """Ingests the store's new runs into the lake; see the module doc."""
+def ingest(
+    spark: Any, store: Path, lake: Path, *, progress: Any = None, engine: str = "spark"
+) -> IngestReport:
+    """Ingests the store's new runs into the lake; see the module doc.
+
+    `engine` "spark" reads histories with Spark (pipeline/sparkingest.py),
+    handing irregular runs to "rows", per-run Python extraction
+    (pipeline/extract.py); both write the same lake.
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown ingest engine {engine!r}: one of {', '.join(ENGINES)}")
     started = time.monotonic()
     report = IngestReport(ingest_id=time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
     paths = [str(r.path) for r in iter_runs(store)]
@@ -80,8 +92,17 @@ def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> Inge
     done = ingested_ids(spark, lake)
     todo = [p for p in paths if run_id(store, p) not in done]
     report.already = len(paths) - len(todo)
+    report.rows = dict.fromkeys(TABLES, 0)
+    if todo and engine == "spark":
+        if progress is not None:
+            progress(f"ingesting {len(todo)} runs with Spark's reader")
+        counts, skipped, todo = ingest_spark(spark, str(store), lake, todo, report.ingest_id)
+        report.rows = counts
+        report.skipped.extend(skipped)
     if todo:
+        report.by_rows = len(todo)
         _ingest_runs(spark, str(store), lake, todo, report, progress)
+    report.ingested = report.rows["runs"]
     for rid, reason in report.skipped:
         log.warning("skipped run %s: %s", rid, reason)
     lake.mkdir(parents=True, exist_ok=True)
@@ -103,9 +124,8 @@ def _ingest_runs(
     parts = sc.parallelize(todo, slices).mapPartitionsWithIndex(
         lambda task, paths: [write_part(store, list(paths), where, ingest_id, task)]
     )
-    counts: Counter[str] = Counter()
+    counts: Counter[str] = Counter(report.rows)
     for part_counts, skipped in parts.collect():
         counts.update(part_counts)
         report.skipped.extend(skipped)
     report.rows = {t: counts[t] for t in TABLES}
-    report.ingested = report.rows["runs"]

@@ -47,7 +47,7 @@ def _arrow_type(kind: str) -> Any:
     }[kind]  # fmt: skip
 
 
-def _write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str) -> None:
+def write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str) -> None:
     """Writes `rows` of `table`, one file per partition they fall in."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -85,7 +85,7 @@ def write_part(
         for table in WRITE_ORDER:  # `runs` last
             if buffered[table]:
                 name = f"part-{ingest_id}-{task:05d}-{flushes:04d}"
-                _write_table(Path(lake), table, buffered[table], name)
+                write_table(Path(lake), table, buffered[table], name)
         buffered.clear()
         flushes += 1
 
