@@ -28,6 +28,12 @@ def add_parser(subparsers: Any) -> None:
         _common(job)
         job.add_argument("--store", type=Path, default=Path("store"), help="run store")
         job.add_argument("--lake", type=Path, default=Path("lake"), help="Parquet lake")
+        job.add_argument(
+            "--engine",
+            choices=("spark", "rows"),
+            default="spark",
+            help="ingest engine: Spark's reader (default) or per-run rows",
+        )
         job.set_defaults(func=_run_jobs)
     pre = jobs.add_parser(
         "precheck", help="distributed per-key linearizability and revision-order pre-check",
@@ -83,7 +89,8 @@ def _run_jobs(args: argparse.Namespace) -> int:
             from pipeline.ingest import ingest
 
             status.update("ingesting")
-            report = ingest(spark, args.store, args.lake, progress=status.update)
+            report = ingest(spark, args.store, args.lake, progress=status.update,
+                            engine=args.engine)  # fmt: skip
             console.print(
                 f"ingest: {report.found} runs found, {report.already} already in the lake, "
                 f"{report.ingested} ingested, {len(report.skipped)} skipped "
