@@ -337,6 +337,33 @@ def _by_file(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.Table.from_batches(held)
 
 
+# Measured at 10^6 events (bench/pipeline.py): without them the write sorts
+# every event by partition first though each batch is one run, thus one
+# partition (about 20% of the job), and the driver lists the histories with
+# a Spark job of its own once there are more than 32.
+_WRITE_SETTINGS = {
+    "spark.sql.optimizer.plannedWrite.enabled": "false",
+    "spark.sql.maxConcurrentOutputFiles": "64",  # open writers per task, then it sorts
+    "spark.sql.sources.parallelPartitionDiscovery.threshold": str(2**31 - 1),
+}
+
+
+@contextlib.contextmanager
+def _settings(spark: Any, settings: dict[str, str]) -> Iterator[None]:
+    """Session settings for one job, restored after it."""
+    before = {k: spark.conf.get(k, None) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        yield
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
+
+
 def ingest_spark(
     spark: Any, store: str, lake: Path, todo: list[str], ingest_id: str
 ) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
@@ -361,19 +388,20 @@ def ingest_spark(
                 yield batch
         part.finish(TaskContext.get().partitionId())
 
-    read = (
-        spark.read.schema(history_schema())
-        .option("mode", "PERMISSIVE")
-        .option("columnNameOfCorruptRecord", "_corrupt_record")
-        .json(paths)
-    )
-    meta = F.col("_metadata")
-    read = read.select(
-        "*", meta.file_path.alias("_file"), meta.file_block_start.alias("_start"),
-        meta.file_block_length.alias("_length"), meta.file_size.alias("_size"),
-    )  # fmt: skip
-    ops = read.mapInArrow(per_partition, spark_schema("operations"))
-    ops.write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(str(lake / "operations"))
+    with _settings(spark, _WRITE_SETTINGS):
+        read = (
+            spark.read.schema(history_schema())
+            .option("mode", "PERMISSIVE")
+            .option("columnNameOfCorruptRecord", "_corrupt_record")
+            .json(paths)
+        )
+        meta = F.col("_metadata")
+        read = read.select(
+            "*", meta.file_path.alias("_file"), meta.file_block_start.alias("_start"),
+            meta.file_block_length.alias("_length"), meta.file_size.alias("_size"),
+        )  # fmt: skip
+        ops = read.mapInArrow(per_partition, spark_schema("operations"))
+        ops.write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(str(lake / "operations"))
     # `operations` is committed: the staged `runs` rows go in (module doc, step 4).
     staging = lake / STAGING / ingest_id
     handled = set()
