@@ -2,7 +2,7 @@
 
 Theory of operation. The rows engine (pipeline/lakefiles.py) parses every
 history line in Python; here Spark's JSON reader does, and Python only sees
-Arrow columns. One Spark job:
+Arrow columns. One Spark job, no shuffle:
 
 1. Every history.jsonl is read at once with an explicit schema (`history_schema`),
    PERMISSIVE: a line the reader cannot take lands in `_corrupt_record`.
@@ -10,7 +10,7 @@ Arrow columns. One Spark job:
 2. `mapInArrow` takes each partition's rows one history file at a time (a
    file's rows are contiguous and in order in a partition; a file Spark split
    between partitions goes to the rows engine). Per run, `_flagged` screens
-   it against the format's rules with vectorized pandas; the same
+   it against the format's rules with numpy; the same
    `HistoryFacts` the rows engine builds are built from columns (only the
    nemesis and membership events, a handful, become Events, paired by
    `checkers.history.pair` for `checkers.stats`' windows), and the run's
@@ -18,14 +18,13 @@ Arrow columns. One Spark job:
 3. The run's `operations` batch is its columns plus latency (the time since
    the previous event of the same process: in a valid history, the
    completion's invoke) and whether that interval meets a fault or change
-   window, computed with numpy; Spark writes the batches in the lake's
-   layout.
-4. Each task writes its small tables with pyarrow (`lakefiles.write_table`)
-   when its partition is done, `runs` into `lake/_staging/<ingest>/`, and its
-   runs' outcomes beside them. Once the job has committed `operations`, the
-   driver moves the staged `runs` files in: a run is in the lake once its
-   `runs` row is (pipeline/ingest.py), and a job that dies leaves rows no
-   reader keeps.
+   window, computed with numpy.
+4. Each task writes its runs' rows as the rows engine's tasks do, with
+   pyarrow in Spark's layout (`lakefiles.write_arrow`, `write_table`), every
+   FLUSH_ROWS events and at its end, `runs` last: a run is in the lake once
+   its `runs` row is (pipeline/ingest.py). Spark's own Parquet writer was
+   measured slower here (and wants the rows sorted by partition first), so
+   the tasks only hand the driver each run's outcome.
 
 The rows engine keeps the last word on anything irregular: a run whose
 history the screen flags (a corrupt line, a rule broken, a crashed run's
@@ -33,10 +32,11 @@ torn last line) or that Spark read no event of goes to it, which gives the
 same reason or the same rows as always. The screen only has to be at least
 as strict as `HistoryValidator`; the format's messages stay in one place.
 
-Known differences, both outside what the harness writes: a field that must
+Known differences, all outside what the harness writes: a field that must
 be a string but holds a number is read as its text where msgspec refuses the
-line, and a `value` that is a JSON string holding JSON text (say `"[1]"`)
-reads as that JSON (Spark's reader does not keep a string's quotes).
+line, a process id that is a string of digits counts as a client, and a
+`value` that is a JSON string holding JSON text (say `"[1]"`) reads as that
+JSON (Spark's reader does not keep a string's quotes).
 """
 
 from __future__ import annotations
@@ -44,8 +44,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
-import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -64,8 +62,8 @@ from pipeline.extract import (
     small_tables,
     with_audit,
 )
-from pipeline.lakefiles import write_table
-from pipeline.schemas import PARTITION_COLUMNS, TABLES, WRITE_ORDER, columns, spark_schema
+from pipeline.lakefiles import FLUSH_ROWS, write_arrow, write_table
+from pipeline.schemas import TABLES, WRITE_ORDER, columns
 
 # The history line format (DESIGN.md, checkers.history.Event) as Spark reads it.
 # `value` is any JSON: a string column holds its text.
@@ -77,7 +75,6 @@ _HISTORY_FIELDS = (
 )  # fmt: skip
 _CLIENT = r"^-?[0-9]+$"  # an integer process id: a client (a string one is the nemesis)
 _TYPES = ("invoke", "ok", "fail", "info")
-STAGING = "_staging"  # lake/_staging/<ingest>/: `runs` rows until `operations` is committed
 # A value already as msgspec writes it: an integer, true/false, or an array or
 # object with no whitespace, no escape and no digit followed by `.`, `e` or
 # `E` (a float msgspec may spell otherwise; a string like "n1.x" is just redone).
@@ -221,7 +218,8 @@ def _canonical(values: Any) -> Any:
 
 def _operations(run: Any, cols: _Columns, spans: dict[str, list[tuple[int, int]]],
                 keys: tuple[str, ...]) -> Any:  # fmt: skip
-    """One run's `operations` rows as an Arrow batch (see the module doc, step 3)."""
+    """One run's `operations` rows as an Arrow batch, partition columns aside
+    (see the module doc, step 3); `keys` are its run_id and ingest_id."""
     import numpy as np
     import pyarrow as pa
 
@@ -246,39 +244,41 @@ def _operations(run: Any, cols: _Columns, spans: dict[str, list[tuple[int, int]]
         col("process", s), col("type", s), col("f", s), col("key", s),
         _canonical(run.column("value")), col("node", s), col("error", s),
         col("revision", i64), col("group", s), pa.array(latency, mask=~done),
-        meets["fault"], meets["change"], *(pa.repeat(v, n) for v in keys[2:]),
+        meets["fault"], meets["change"],
     ]  # fmt: skip
     arrays = [a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in arrays]
-    return pa.RecordBatch.from_arrays(arrays, names=columns("operations"))
+    return pa.RecordBatch.from_arrays(arrays, names=columns("operations")[: len(arrays)])
 
 
 class _Partition:
-    """One Spark partition's runs: their operations batches out, their small
-    tables written at the end (see the module doc, steps 2 and 4)."""
+    """One Spark partition's runs, written as the rows engine writes a task's
+    (see the module doc, step 4)."""
 
-    def __init__(self, store: str, lake: str, ingest_id: str) -> None:
-        self.store, self.lake, self.ingest_id = store, Path(lake), ingest_id
+    def __init__(self, store: str, lake: str, ingest_id: str, task: int) -> None:
+        self.store, self.lake, self.ingest_id, self.task = store, Path(lake), ingest_id, task
         self.small: dict[str, list[tuple[Any, ...]]] = {t: [] for t in WRITE_ORDER}
-        self.outcomes: list[tuple[str, str, str | None, str]] = []  # run id, outcome, reason, dir
-        self.events = 0  # operations rows out
+        self.ops: dict[tuple[str, ...], list[Any]] = {}  # partition -> operations batches
+        self.held = self.flushes = 0
+        # run id, outcome, skip reason, run dir, its rows per table (JSON)
+        self.outcomes: list[tuple[str, str, str | None, str, str | None]] = []
 
-    def run(self, run: Any) -> Any:
-        """One history file's rows -> its operations batch, or None."""
+    def run(self, run: Any) -> None:
+        """One history file's rows: derives them, and flushes if enough are held."""
         file = run.column("_file")[0].as_py()
         run_dir = Path(unquote(urlparse(file).path)).parent
         rid = run_id(self.store, run_dir)
-        outcome, reason, batch = "ok", None, None
+        outcome, reason, rows = "ok", None, None
         try:
-            outcome, reason, batch = self._derive(run, run_dir)
+            outcome, reason, rows = self._derive(run, run_dir)
         except SkipRunError as exc:
             outcome, reason = "skip", str(exc)
         except Exception:  # let the rows engine word a run no reader foresaw
             outcome = "rows"
-        self.outcomes.append((rid, outcome, reason, str(run_dir)))
-        self.events += 0 if batch is None else batch.num_rows
-        return batch
+        self.outcomes.append((rid, outcome, reason, str(run_dir), rows))
+        if self.held >= FLUSH_ROWS:  # only between runs: a run's rows share one flush
+            self.flush()
 
-    def _derive(self, run: Any, run_dir: Path) -> tuple[str, str | None, Any]:
+    def _derive(self, run: Any, run_dir: Path) -> tuple[str, str | None, str | None]:
         meta = read_meta(self.store, str(run_dir))
         size = run.column("_size")[0].as_py()
         if run.column("_start")[0].as_py() != 0 or run.column("_length")[0].as_py() != size:
@@ -288,30 +288,31 @@ class _Partition:
             return "rows", None, None  # the rows engine gives the reason, or takes a torn crash
         meta = with_audit(meta)
         facts, ops = _facts(run, cols)
-        for table, rows in small_tables(meta, facts, self.ingest_id).items():
+        small = small_tables(meta, facts, self.ingest_id)
+        for table, rows in small.items():
             self.small[table].extend(rows)
         spans = {
             "fault": [(w["start"], w["end"]) for w in fault_windows(ops, facts.end)],
             "change": [(w["start"], w["end"]) for w in change_windows(ops, facts.end)],
         }
-        keys = (meta.rid, self.ingest_id, *partition(meta))
-        return "ok", None, _operations(run, cols, spans, keys)
+        batch = _operations(run, cols, spans, (meta.rid, self.ingest_id))
+        self.ops.setdefault(partition(meta), []).append(batch)
+        self.held += batch.num_rows
+        counts = {t: len(r) for t, r in small.items()} | {"operations": batch.num_rows}
+        return "ok", None, json.dumps(counts)
 
-    def finish(self, task: int) -> None:
-        """Writes the small tables (`runs` staged, for the driver to move in
-        after `operations` is committed) and this partition's outcomes."""
-        name = f"part-{self.ingest_id}-s{task:05d}"
-        staging = self.lake / STAGING / self.ingest_id
+    def flush(self) -> None:
+        """Writes what is held, `runs` last (pipeline/ingest.py)."""
+        import pyarrow as pa
+
+        name = f"part-{self.ingest_id}-s{self.task:05d}-{self.flushes:04d}"
+        for part, batches in self.ops.items():
+            write_arrow(self.lake, "operations", part, pa.Table.from_batches(batches), name)
         for table in WRITE_ORDER:
-            if self.small[table]:
-                where = staging if table == "runs" else self.lake
-                write_table(where, table, self.small[table], name)
-        staging.mkdir(parents=True, exist_ok=True)
-        rows = {t: len(r) for t, r in self.small.items()} | {"operations": self.events}
-        out = {"outcomes": self.outcomes, "rows": rows}
-        tmp = staging / f".{name}.json"
-        tmp.write_text(json.dumps(out), encoding="utf-8")
-        os.replace(tmp, staging / f"{name}.json")
+            if table != "operations" and self.small[table]:
+                write_table(self.lake, table, self.small[table], name)
+        self.small = {t: [] for t in WRITE_ORDER}
+        self.ops, self.held, self.flushes = {}, 0, self.flushes + 1
 
 
 def _by_file(batches: Iterator[Any]) -> Iterator[Any]:
@@ -337,15 +338,11 @@ def _by_file(batches: Iterator[Any]) -> Iterator[Any]:
         yield pa.Table.from_batches(held)
 
 
-# Measured at 10^6 events (bench/pipeline.py): without them the write sorts
-# every event by partition first though each batch is one run, thus one
-# partition (about 20% of the job), and the driver lists the histories with
-# a Spark job of its own once there are more than 32.
-_WRITE_SETTINGS = {
-    "spark.sql.optimizer.plannedWrite.enabled": "false",
-    "spark.sql.maxConcurrentOutputFiles": "64",  # open writers per task, then it sorts
-    "spark.sql.sources.parallelPartitionDiscovery.threshold": str(2**31 - 1),
-}
+# A run's outcome, from the tasks to the driver.
+_OUTCOME = "run_id string, outcome string, reason string, run_dir string, rows string"
+# With more paths than this, Spark lists them with a job of its own: seconds
+# for files the driver has just listed itself.
+_LISTING = {"spark.sql.sources.parallelPartitionDiscovery.threshold": str(2**31 - 1)}
 
 
 @contextlib.contextmanager
@@ -381,44 +378,39 @@ def ingest_spark(
     where = str(lake)
 
     def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
-        part = _Partition(store, where, ingest_id)
-        for run in _by_file(batches):
-            batch = part.run(run)
-            if batch is not None:
-                yield batch
-        part.finish(TaskContext.get().partitionId())
+        import pyarrow as pa
 
-    with _settings(spark, _WRITE_SETTINGS):
+        part = _Partition(store, where, ingest_id, TaskContext.get().partitionId())
+        for run in _by_file(batches):
+            part.run(run)
+        part.flush()
+        out = list(zip(*part.outcomes, strict=True)) or [()] * 5
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(c, pa.string()) for c in out],
+            names=["run_id", "outcome", "reason", "run_dir", "rows"],
+        )
+
+    with _settings(spark, _LISTING):
         read = (
             spark.read.schema(history_schema())
             .option("mode", "PERMISSIVE")
             .option("columnNameOfCorruptRecord", "_corrupt_record")
             .json(paths)
         )
-        meta = F.col("_metadata")
-        read = read.select(
-            "*", meta.file_path.alias("_file"), meta.file_block_start.alias("_start"),
-            meta.file_block_length.alias("_length"), meta.file_size.alias("_size"),
-        )  # fmt: skip
-        ops = read.mapInArrow(per_partition, spark_schema("operations"))
-        ops.write.mode("append").partitionBy(*PARTITION_COLUMNS).parquet(str(lake / "operations"))
-    # `operations` is committed: the staged `runs` rows go in (module doc, step 4).
-    staging = lake / STAGING / ingest_id
+    meta = F.col("_metadata")
+    read = read.select(
+        "*", meta.file_path.alias("_file"), meta.file_block_start.alias("_start"),
+        meta.file_block_length.alias("_length"), meta.file_size.alias("_size"),
+    )  # fmt: skip
     handled = set()
-    for summary in sorted(staging.glob("part-*.json")):
-        got = json.loads(summary.read_text(encoding="utf-8"))
-        for table, n in got["rows"].items():
-            counts[table] += n
-        for rid, outcome, reason, run_dir in got["outcomes"]:
-            handled.add(Path(run_dir).resolve())
-            if outcome == "skip":
-                skipped.append((rid, reason))
-            elif outcome == "rows":
-                left.append(run_dir)
-    for staged in sorted((staging / "runs").rglob("*.parquet")):
-        dest = lake / "runs" / staged.relative_to(staging / "runs")
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(staged, dest)
-    shutil.rmtree(staging)
+    for rid, outcome, reason, run_dir, rows in read.mapInArrow(per_partition, _OUTCOME).collect():
+        handled.add(Path(run_dir).resolve())
+        if outcome == "skip":
+            skipped.append((rid, reason))
+        elif outcome == "rows":
+            left.append(run_dir)
+        else:
+            for table, n in json.loads(rows).items():
+                counts[table] += n
     left += [p for p in todo if p not in left and Path(p).resolve() not in handled]
     return counts, skipped, left
