@@ -405,10 +405,13 @@ def ingest_spark(
     handled = set()
     for rid, outcome, reason, run_dir, rows in read.mapInArrow(per_partition, _OUTCOME).collect():
         handled.add(Path(run_dir).resolve())
+        # A file Spark split reports from every block: skip it or hand it on once.
         if outcome == "skip":
-            skipped.append((rid, reason))
+            if (rid, reason) not in skipped:
+                skipped.append((rid, reason))
         elif outcome == "rows":
-            left.append(run_dir)
+            if run_dir not in left:
+                left.append(run_dir)
         else:
             for table, n in json.loads(rows).items():
                 counts[table] += n

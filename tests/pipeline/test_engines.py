@@ -131,3 +131,27 @@ def test_odd_histories_are_skipped_or_kept_as_the_rows_engine_does(lakes: dict[s
             assert reasons[rid].startswith("malformed history"), (what, reasons.get(rid))
     assert fast.ingested == 2
     assert fast.by_rows == len(made) - 1
+
+
+def test_a_history_spark_splits_goes_to_the_rows_engine_once(
+    spark: Any, store: Store, lakes: dict[str, Any], tmp_path: Path
+) -> None:
+    """With partitions smaller than most histories no task holds those runs
+    whole: they go to the rows engine (once, though every block sees them),
+    and the lake is the same."""
+    settings = {"spark.sql.files.maxPartitionBytes": "16384",
+                "spark.sql.files.openCostInBytes": "0"}  # fmt: skip
+    before = {k: spark.conf.get(k) for k in settings}
+    for k, v in settings.items():
+        spark.conf.set(k, v)
+    try:
+        split = ingest(spark, store.root, tmp_path / "lake", engine="spark")
+    finally:
+        for k, v in before.items():
+            spark.conf.set(k, v)
+    rows_lake, rows = lakes["main", "rows"]
+    assert 30 < split.by_rows < split.found
+    assert sorted(split.skipped) == sorted(rows.skipped)
+    assert split.rows == rows.rows
+    for table in TABLES:
+        assert _rows(spark, tmp_path / "lake", table) == _rows(spark, rows_lake, table), table
