@@ -1,15 +1,19 @@
 """Benchmark the PySpark pipeline: ingest and analyze throughput, and pandas' limit.
 
 Usage: python bench/pipeline.py [--sizes 1e5,1e6] [--master local[*]] [--dir DIR]
-                                [--run-ops 5000] [--no-pandas] [--precheck]
+                                [--run-ops 5000] [--engines rows,spark]
+                                [--no-pandas] [--precheck]
 
 For each size N (history events in the whole store), a store of synthetic
 runs is laid out: a few template runs from harness.synthetic (real checker
 verdicts), copied under fresh run ids until the store holds N events; the
 pipeline cares about volume, not variety. Then, timed: `ingest` (store ->
-lake) and `analyze` (lake -> tables + nightly.html) in one local Spark
-session, reported as history events per second. `--precheck` also times the
-distributed pre-check over one history of about N events.
+lake), once per ingest engine (`--engines`: the rows engine, per-run Python,
+and the Spark engine, side by side in one session), and `analyze` (lake ->
+tables + nightly.html), reported as history events per second with the
+1-minute load average at the end of each stage (the machine may be shared).
+`--precheck` also times the distributed pre-check over one history of about
+N events.
 
 For comparison, the pandas route a single process would take (load every
 history into one DataFrame, then the latency-by-phase quantiles) runs in a
@@ -116,13 +120,21 @@ def bench_size(spark: Any, base: Path, size: int, args: argparse.Namespace) -> d
     row: dict[str, Any] = {"size": size, "runs": runs, "events": events,
                            "build_s": time.perf_counter() - t}  # fmt: skip
     if args.spark:
-        t = time.perf_counter()
-        report = ingest(spark, store, lake)
-        row["ingest_s"] = time.perf_counter() - t
-        assert report.ingested == runs, report
+        # Each engine into a lake of its own, the same store, one session; the
+        # last engine's lake is analyzed.
+        for engine in args.engines.split(","):
+            lake = base / f"lake-{size}-{engine}"
+            t = time.perf_counter()
+            report = ingest(spark, store, lake, engine=engine)
+            row[f"ingest_{engine}_s"] = time.perf_counter() - t
+            row[f"ingest_{engine}_load"] = os.getloadavg()[0]
+            assert report.ingested == runs, report
+            if engine != args.engines.split(",")[-1]:
+                shutil.rmtree(lake)
         t = time.perf_counter()
         analyze(spark, lake)
         row["analyze_s"] = time.perf_counter() - t
+        row["analyze_load"] = os.getloadavg()[0]
     if args.precheck:
         from pipeline.precheck import precheck
 
@@ -172,6 +184,8 @@ def main() -> int:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     p.add_argument("--run-ops", type=int, default=5000, help="client ops per template run")
+    p.add_argument("--engines", default="rows,spark",
+                   help="ingest engines to time, in order (pipeline.ingest.ENGINES)")  # fmt: skip
     p.add_argument("--no-pandas", dest="pandas", action="store_false")
     p.add_argument("--no-spark", dest="spark", action="store_false",
                    help="skip ingest and analyze (pandas and/or precheck only)")  # fmt: skip
@@ -204,9 +218,16 @@ def _mem_gb() -> float:
 def _format(row: dict[str, Any]) -> str:
     n = row["events"]
     lines = [f"{n:>10,} events in {row['runs']} runs (built in {row['build_s']:.1f} s)"]
-    for stage in ("ingest", "analyze") if "ingest_s" in row else ():
-        took = row[f"{stage}_s"]
-        lines.append(f"  {stage:<7}: {took:7.1f} s  {n / took:>10,.0f} events/s")
+    stages = [
+        k.removesuffix("_s")
+        for k in row
+        if k.startswith(("ingest_", "analyze")) and k.endswith("_s")
+    ]
+    for stage in stages:
+        took, load = row[f"{stage}_s"], row[f"{stage}_load"]
+        lines.append(
+            f"  {stage:<13}: {took:7.1f} s  {n / took:>10,.0f} events/s  (load {load:.1f})"
+        )
     if "precheck_s" in row:
         m = row["precheck_events"]
         lines.append(f"  precheck one history of {m:,} events: {row['precheck_s']:.1f} s "

@@ -28,6 +28,13 @@ def add_parser(subparsers: Any) -> None:
         _common(job)
         job.add_argument("--store", type=Path, default=Path("store"), help="run store")
         job.add_argument("--lake", type=Path, default=Path("lake"), help="Parquet lake")
+        job.add_argument(
+            "--engine",
+            choices=("rows", "spark"),
+            default="rows",
+            help="ingest engine: per-run rows (default) or Spark's JSON reader "
+            "(pipeline/README.md, 'Two ingest engines')",
+        )
         job.set_defaults(func=_run_jobs)
     pre = jobs.add_parser(
         "precheck", help="distributed per-key linearizability and revision-order pre-check",
@@ -83,7 +90,8 @@ def _run_jobs(args: argparse.Namespace) -> int:
             from pipeline.ingest import ingest
 
             status.update("ingesting")
-            report = ingest(spark, args.store, args.lake, progress=status.update)
+            report = ingest(spark, args.store, args.lake, progress=status.update,
+                            engine=args.engine)  # fmt: skip
             console.print(
                 f"ingest: {report.found} runs found, {report.already} already in the lake, "
                 f"{report.ingested} ingested, {len(report.skipped)} skipped "

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
@@ -220,37 +220,98 @@ def _overlaps(windows: list[tuple[int, int]], start: int, end: int) -> bool:
 # --- one run ------------------------------------------------------------------
 
 
-def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, ...]]]:
-    """Rows of every table for the run at `path`; raises SkipRunError if it is malformed."""
+class RunMeta(NamedTuple):
+    """What a run's rows need besides its history (read by `read_meta`)."""
+
+    rid: str
+    run_dir: Path
+    plan: dict[str, Any]
+    results: dict[str, Any]
+    crashed: bool
+    audit: list[dict[str, Any]]  # every node's events, placed on history time
+    at: Callable[[dict[str, Any]], int]
+
+
+class HistoryFacts(NamedTuple):
+    """What a run's small tables need from its history. Both ingest engines
+    build these (from every event, or from Spark's columns) and share
+    `small_tables`, so the rows are computed by one piece of code."""
+
+    events: int
+    end: int  # the last event's time
+    client_ops: int
+    ok_times: Sequence[int]  # sorted completion times of ok client ops
+    ops: list[Operation]  # at least every nemesis and membership op
+    invoked: Mapping[int, int]  # invoke index -> time, at least for anomalies' ops
+
+
+def read_meta(store: str, path: str) -> RunMeta:
+    """A run's plan, results and audit events; raises SkipRunError if they are
+    malformed. The history is checked for existence only (its reader differs
+    between the engines); the reasons come in the order `extract` gives them."""
     rid, run_dir = run_id(store, path), Path(path)
     plan = _decode(run_dir / "test.json", "test.json")
     crashed = not (run_dir / "results.json").exists()
     results = {} if crashed else _decode(run_dir / "results.json", "results.json")
     if not (run_dir / "history.jsonl").is_file():
         raise SkipRunError("no history.jsonl")
-    events = _history(run_dir / "history.jsonl", crashed)
+    return RunMeta(rid, run_dir, plan, results, crashed, [], lambda ev: 0)
+
+
+def with_audit(meta: RunMeta) -> RunMeta:
+    """`meta` with its audit events read and placed (after the history, as the
+    reasons of a run malformed twice over are given)."""
     try:
-        by_node = load_audit(run_dir) or {}
+        by_node = load_audit(meta.run_dir) or {}
     except (HistoryError, OSError) as exc:
         raise SkipRunError(f"malformed audit log: {exc}") from None
-    at = run_clock(run_dir, by_node)  # the one mapping to history time (module doc)
-    audit = audit_events(at, by_node)
-    started = run_dir.name.split("-", 1)[0]
-    facts = _plan_facts(plan)
-    part = (_date(started), _text(plan.get("workload")), _text(plan.get("nemesis")))
-    keys = (rid, ingest_id)
-    end = events[-1].time if events else 0
-    ops = pair(events)
-    faults = fault_windows(ops, end)
+    at = run_clock(meta.run_dir, by_node)  # the one mapping to history time (module doc)
+    return meta._replace(audit=audit_events(at, by_node), at=at)
+
+
+def partition(meta: RunMeta) -> tuple[str, str, str]:
+    """The run's partition values (schemas.PARTITION_COLUMNS)."""
+    started = meta.run_dir.name.split("-", 1)[0]
+    plan = meta.plan
+    return (_date(started), _text(plan.get("workload")), _text(plan.get("nemesis")))
+
+
+def history_facts(events: list[Event], ops: list[Operation]) -> HistoryFacts:
+    """`HistoryFacts` of a whole, paired history."""
     ok_times = sorted(op.complete_time for op in ops if isinstance(op.process, int)
                       and op.type == "ok" and op.complete_time is not None)  # fmt: skip
+    return HistoryFacts(
+        events=len(events), end=events[-1].time if events else 0,
+        client_ops=sum(1 for op in ops if isinstance(op.process, int)), ok_times=ok_times,
+        ops=ops, invoked={op.invoke_index: op.invoke_time for op in ops},
+    )  # fmt: skip
+
+
+def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    """Rows of every table for the run at `path`; raises SkipRunError if it is malformed."""
+    meta = read_meta(store, path)
+    events = _history(meta.run_dir / "history.jsonl", meta.crashed)
+    meta = with_audit(meta)
+    keys, part = (meta.rid, ingest_id), partition(meta)
+    ops = pair(events)
+    facts = history_facts(events, ops)
+    faults = fault_windows(ops, facts.end)
+    operations = list(_operation_rows(events, ops, faults, keys, part, facts.end))
+    return {"operations": operations, **small_tables(meta, facts, ingest_id)}
+
+
+def small_tables(meta: RunMeta, hist: HistoryFacts, ingest_id: str
+                 ) -> dict[str, list[tuple[Any, ...]]]:  # fmt: skip
+    """Rows of every table but `operations` (one per history event) for one run."""
+    keys, part, end, ok_times = (meta.rid, ingest_id), partition(meta), hist.end, hist.ok_times
+    results, audit = meta.results, meta.audit
+    faults = fault_windows(hist.ops, end)
     phases = phase_intervals(audit, end)
     rows: dict[str, list[tuple[Any, ...]]] = {
-        "operations": list(_operation_rows(events, ops, faults, keys, part, end)),
         "faults": [],
         "changes": [],
         "rebalances": [(*keys, *r, *part) for r in rebalance_rows(audit)],
-        "anomalies": list(_anomaly_rows(results, keys, part, ops, at)),
+        "anomalies": list(_anomaly_rows(results, keys, part, hist.invoked, meta.at)),
     }
     for w in faults:
         on = sorted({p for p, s, e in phases if s <= w["end"] and w["start"] <= e}) or [IDLE]
@@ -260,6 +321,8 @@ def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, 
         gap = longest_gap(ok_times, c["start"], max(c["start"], c["end"])) / NS_PER_MS
         rows["changes"].append((*keys, c["group"], c["token"], c["start"], c["end"],
                                 c["stages"], c["outcome"], round(gap, 3), *part))  # fmt: skip
+    plan, crashed = meta.plan, meta.crashed
+    facts = _plan_facts(plan)
     verdict = CRASHED if crashed else _verdict(results.get("valid"))
     checkers = _dict(results.get("checkers"))
     verdicts = {str(k): _verdict(v.get("valid") if isinstance(v, dict) else None)
@@ -269,10 +332,11 @@ def extract(store: str, path: str, ingest_id: str) -> dict[str, list[tuple[Any, 
         reasons.append("no results.json: the run ended before it was checked")
     seed = plan.get("seed")
     rows["runs"] = [(
-        *keys, _text(plan.get("name")), started, seed if isinstance(seed, int) else None,
+        *keys, _text(plan.get("name")), meta.run_dir.name.split("-", 1)[0],
+        seed if isinstance(seed, int) else None,
         _opt(plan.get("backend")), facts["nodes"], facts["version"], facts["git_rev"],
         facts["plan_key"], msgspec.json.encode(plan).decode(), verdict, verdicts, reasons,
-        sum(1 for op in ops if isinstance(op.process, int)), len(events), end / 1e9,
+        hist.client_ops, hist.events, end / 1e9,
         float(results.get("elapsed_s") or 0.0), len(rows["anomalies"]), len(faults),
         len(rows["changes"]), *part,
     )]  # fmt: skip
@@ -306,11 +370,10 @@ def _operation_rows(
 
 def _anomaly_rows(
     results: dict[str, Any], keys: tuple[str, str], part: tuple[str, ...],
-    ops: list[Operation], at: Callable[[dict[str, Any]], int],
+    invoked: Mapping[int, int], at: Callable[[dict[str, Any]], int],
 ) -> Iterator[tuple[Any, ...]]:  # fmt: skip
     """One row per anomaly, at history time: its first op's invoke, else its last
     audit event placed by `at` (checkers write `time` in their own units)."""
-    invoked = {op.invoke_index: op.invoke_time for op in ops}
     checkers = results.get("checkers")
     for name, res in sorted(checkers.items()) if isinstance(checkers, dict) else ():
         for a in (res.get("anomalies") or []) if isinstance(res, dict) else ():

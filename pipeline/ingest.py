@@ -2,13 +2,16 @@
 
 Theory of operation. The driver lists the store's runs and drops those the
 lake's `runs` table already holds (a run's id is its dir relative to the
-store), so ingesting a run twice changes nothing. The rest are spread over
-executors, each turning a run into rows with pipeline/extract.py; a run it
-cannot trust becomes a `_skipped` row (its id and the reason), which is
-logged and kept in `lake/_skipped.json`, never a failed job. Each task
-writes its runs' rows as Parquet files in Spark's layout, partitioned by date,
-workload and nemesis (pipeline/lakefiles.py), `runs` LAST: a run is in the
-lake once its `runs` row is. Child rows carry the `ingest_id` of the
+store), so ingesting a run twice changes nothing. The rest go to one of two
+engines writing the same lake. "spark" (the default, pipeline/sparkingest.py)
+reads every history with Spark's JSON reader and derives the per-event
+columns as DataFrame operations; the runs it finds irregular go to "rows".
+"rows" spreads runs over executors, each turning a run into rows with
+pipeline/extract.py. A run either cannot trust becomes a `_skipped` row (its
+id and the reason), which is logged and kept in `lake/_skipped.json`, never a
+failed job. Both write Parquet files in Spark's layout, partitioned by date,
+workload and nemesis, a run's `runs` row after its other rows: a run is in
+the lake once its `runs` row is. Child rows carry the `ingest_id` of the
 ingest that wrote them, and readers keep only those whose (run_id,
 ingest_id) is in `runs` (`read_table`), so an ingest that dies midway leaves
 rows no reader sees, and the next ingest writes the run afresh.
@@ -30,9 +33,11 @@ from pipeline.extract import run_id
 from pipeline.lakefiles import write_part
 from pipeline.lakeversion import check_lake, write_marker
 from pipeline.schemas import TABLES, spark_schema
+from pipeline.sparkingest import ingest_spark
 
 log = logging.getLogger("faultline.pipeline")
 SKIPPED_FILE = "_skipped.json"
+ENGINES = ("spark", "rows")
 
 
 @dataclass
@@ -45,6 +50,7 @@ class IngestReport:
     ingested: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
+    by_rows: int = 0  # runs extracted by the rows engine (with "spark", the irregular ones)
     elapsed_s: float = 0.0
 
 
@@ -72,8 +78,20 @@ def ingested_ids(spark: Any, lake: Path) -> set[str]:
     return {row.run_id for row in runs.collect()}
 
 
-def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> IngestReport:
-    """Ingests the store's new runs into the lake; see the module doc."""
+def ingest(
+    spark: Any, store: Path, lake: Path, *, progress: Any = None, engine: str = "rows"
+) -> IngestReport:
+    """Ingests the store's new runs into the lake; see the module doc.
+
+    `engine` "rows" (the default) extracts each run with per-run Python
+    (pipeline/extract.py); "spark" reads histories with Spark
+    (pipeline/sparkingest.py), handing irregular runs to "rows"; both write
+    the same lake (tests/pipeline/test_engines.py). The default stays "rows":
+    the Spark engine reads a few malformed inputs the rows engine refuses
+    (pipeline/README.md, "Two ingest engines").
+    """
+    if engine not in ENGINES:
+        raise ValueError(f"unknown ingest engine {engine!r}: one of {', '.join(ENGINES)}")
     check_lake(lake, writing=True)  # before any file is written
     started = time.monotonic()
     report = IngestReport(ingest_id=time.strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:8])
@@ -82,9 +100,19 @@ def ingest(spark: Any, store: Path, lake: Path, *, progress: Any = None) -> Inge
     done = ingested_ids(spark, lake)
     todo = [p for p in paths if run_id(store, p) not in done]
     report.already = len(paths) - len(todo)
+    report.rows = dict.fromkeys(TABLES, 0)
     if todo:
         write_marker(lake)
+    if todo and engine == "spark":
+        if progress is not None:
+            progress(f"ingesting {len(todo)} runs with Spark's reader")
+        counts, skipped, todo = ingest_spark(spark, str(store), lake, todo, report.ingest_id)
+        report.rows = counts
+        report.skipped.extend(skipped)
+    if todo:
+        report.by_rows = len(todo)
         _ingest_runs(spark, str(store), lake, todo, report, progress)
+    report.ingested = report.rows["runs"]
     for rid, reason in report.skipped:
         log.warning("skipped run %s: %s", rid, reason)
     lake.mkdir(parents=True, exist_ok=True)
@@ -106,9 +134,8 @@ def _ingest_runs(
     parts = sc.parallelize(todo, slices).mapPartitionsWithIndex(
         lambda task, paths: [write_part(store, list(paths), where, ingest_id, task)]
     )
-    counts: Counter[str] = Counter()
+    counts: Counter[str] = Counter(report.rows)
     for part_counts, skipped in parts.collect():
         counts.update(part_counts)
         report.skipped.extend(skipped)
     report.rows = {t: counts[t] for t in TABLES}
-    report.ingested = report.rows["runs"]

@@ -47,10 +47,9 @@ def _arrow_type(kind: str) -> Any:
     }[kind]  # fmt: skip
 
 
-def _write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str) -> None:
+def write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str) -> None:
     """Writes `rows` of `table`, one file per partition they fall in."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     columns = TABLES[table]
     n_data = len(columns) - len(PARTITION_COLUMNS)  # partition columns come last
@@ -62,13 +61,21 @@ def _write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str)
         cols = list(zip(*members, strict=True))[:n_data]
         data = pa.table([pa.array(col, f.type) for col, f in zip(cols, fields, strict=True)],
                         schema=pa.schema(fields))  # fmt: skip
-        where = lake / table
-        for column, value in zip(PARTITION_COLUMNS, part, strict=True):
-            where = where / f"{column}={escape(value)}"
-        where.mkdir(parents=True, exist_ok=True)
-        tmp = where / f".{name}.parquet.tmp"
-        pq.write_table(data, tmp)
-        os.replace(tmp, where / f"{name}.parquet")
+        write_arrow(lake, table, part, data, name)
+
+
+def write_arrow(lake: Path, table: str, part: tuple[str, ...], data: Any, name: str) -> None:
+    """Writes the Arrow table `data` (no partition columns) as one file of the
+    partition `part` of `table`, under a hidden name first."""
+    import pyarrow.parquet as pq
+
+    where = lake / table
+    for column, value in zip(PARTITION_COLUMNS, part, strict=True):
+        where = where / f"{column}={escape(value)}"
+    where.mkdir(parents=True, exist_ok=True)
+    tmp = where / f".{name}.parquet.tmp"
+    pq.write_table(data, tmp)
+    os.replace(tmp, where / f"{name}.parquet")
 
 
 def write_part(
@@ -85,7 +92,7 @@ def write_part(
         for table in WRITE_ORDER:  # `runs` last
             if buffered[table]:
                 name = f"part-{ingest_id}-{task:05d}-{flushes:04d}"
-                _write_table(Path(lake), table, buffered[table], name)
+                write_table(Path(lake), table, buffered[table], name)
         buffered.clear()
         flushes += 1
 
