@@ -3,11 +3,11 @@
 Theory of operation. The driver lists the store's runs and drops those the
 lake's `runs` table already holds (a run's id is its dir relative to the
 store), so ingesting a run twice changes nothing. The rest go to one of two
-engines writing the same lake. "spark" (the default, pipeline/sparkingest.py)
-reads every history with Spark's JSON reader and derives the per-event
-columns as DataFrame operations; the runs it finds irregular go to "rows".
-"rows" spreads runs over executors, each turning a run into rows with
-pipeline/extract.py. A run either cannot trust becomes a `_skipped` row (its
+engines writing the same lake. "rows" (the default) spreads runs over
+executors, each turning a run into rows with pipeline/extract.py. "spark"
+(pipeline/sparkingest.py) reads every history with Spark's JSON reader and
+derives the per-event columns on Arrow batches; the runs it finds irregular
+go to "rows". A run either cannot trust becomes a `_skipped` row (its
 id and the reason), which is logged and kept in `lake/_skipped.json`, never a
 failed job. Both write Parquet files in Spark's layout, partitioned by date,
 workload and nemesis, a run's `runs` row after its other rows: a run is in
