@@ -7,7 +7,7 @@ engines writing the same lake. "rows" (the default) spreads runs over
 executors, each turning a run into rows with pipeline/extract.py. "spark"
 (pipeline/sparkingest.py) reads every history with Spark's JSON reader and
 derives the per-event columns on Arrow batches; the runs it finds irregular
-go to "rows". A run either cannot trust becomes a `_skipped` row (its
+go to "rows". A run neither engine can trust becomes a `_skipped` row (its
 id and the reason), which is logged and kept in `lake/_skipped.json`, never a
 failed job. Both write Parquet files in Spark's layout, partitioned by date,
 workload and nemesis, a run's `runs` row after its other rows: a run is in
