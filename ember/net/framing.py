@@ -69,16 +69,17 @@ async def read_body(reader: asyncio.StreamReader, max_frame_bytes: int) -> bytes
 class FrameSplitter:
     """Splits a byte stream into frame bodies, many per read.
 
-    The read loop hands it whatever one `read()` returned and gets back
-    every complete frame in it: one await per socket read instead of two
-    per frame, which under load is most of a message's receive cost.
+    A link hands it whatever one socket read returned and gets back every
+    complete frame in it. `limit` may change between calls: a link takes
+    the handshake with `first` under the small handshake limit, then raises
+    the limit for the messages that follow (maybe in the same read).
     """
 
-    __slots__ = ("_buf", "_max")
+    __slots__ = ("_buf", "limit")
 
     def __init__(self, max_frame_bytes: int) -> None:
         self._buf = bytearray()
-        self._max = max_frame_bytes
+        self.limit = max_frame_bytes
 
     @property
     def pending(self) -> int:
@@ -91,16 +92,24 @@ class FrameSplitter:
         Raises FrameError for a length above the limit (checked as soon as
         the length arrives, before its body is buffered).
         """
+        return self._split(data, None)
+
+    def first(self, data: bytes) -> bytes | None:
+        """Add `data`; return the first complete frame's body (later bytes stay held)."""
+        bodies = self._split(data, 1)
+        return bodies[0] if bodies else None
+
+    def _split(self, data: bytes, most: int | None) -> list[bytes]:
         buf = self._buf
         buf += data
         bodies: list[bytes] = []
         pos = 0
         size = _LENGTH.size
         end = len(buf)
-        while end - pos >= size:
+        while end - pos >= size and (most is None or len(bodies) < most):
             (length,) = _LENGTH.unpack_from(buf, pos)
-            if length > self._max:
-                raise FrameError(f"frame of {length} bytes exceeds the limit of {self._max}")
+            if length > self.limit:
+                raise FrameError(f"frame of {length} bytes exceeds the limit of {self.limit}")
             if end - pos - size < length:
                 break
             bodies.append(bytes(buf[pos + size : pos + size + length]))

@@ -16,7 +16,12 @@ Theory of operation
   during a partition memory stays bounded, and when it heals the freshest
   messages go first. Raft tolerates the loss: it retries from its own state.
   A frame above the size limit is dropped at once (`dropped_oversize`).
-  While a connection is up, one writer task per peer drains its queue.
+  While a connection is up, the queues are flushed once per loop turn: the
+  messages one Raft round sends to a peer leave in one write, and no task
+  wakes for it (the socket buffers; a full buffer holds the queue back).
+- **Receiving is a protocol, not a task.** Each connection is a `Link`
+  (ember.net.links): frames are decoded and handed to `on_message` in the
+  callback that read them, so a read costs no task wake-up.
 - **Reconnect.** The dialer retries with jittered exponential backoff drawn
   from the seeded `random.Random` it was given; a connection that lived at
   least `stable_after_s` resets the backoff.
@@ -32,7 +37,6 @@ Theory of operation
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 import time
@@ -41,18 +45,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from ember.net.framing import (
-    MAX_HELLO_BYTES,
-    PROTOCOL_VERSION,
-    FrameError,
-    FrameSplitter,
-    Hello,
-    decode_hello,
-    decode_message,
-    encode_frame,
-    read_body,
-)
-from ember.net.links import PeerStats, TransportConfig, close_writer, tune_socket
+from ember.net.framing import PROTOCOL_VERSION, FrameError, Hello, decode_message, encode_frame
+from ember.net.links import Link, PeerStats, TransportConfig, tune_socket
 from ember.raft.messages import Message, NodeId
 
 log = logging.getLogger(__name__)
@@ -60,8 +54,6 @@ log = logging.getLogger(__name__)
 Address = tuple[str, int]
 # Frames written to the socket per write call, at most (bytes).
 _WRITE_CHUNK_BYTES = 1 << 20
-# Bytes asked of the socket per read; every whole frame in them is handled at once.
-_READ_CHUNK_BYTES = 1 << 18
 
 
 @dataclass(slots=True)
@@ -69,8 +61,8 @@ class _Peer:
     id: NodeId
     addr: Address | None
     queue: deque[bytes] = field(default_factory=deque)
-    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     stats: PeerStats = field(default_factory=PeerStats)
+    link: Link | None = None  # the connection up now, once its handshake is done
     conn: asyncio.Task[None] | None = None
     dialer: asyncio.Task[None] | None = None
 
@@ -97,6 +89,8 @@ class Transport:
         self._server: asyncio.Server | None = None
         self._tasks: dict[asyncio.Task[None], None] = {}  # ordered, unlike a set of tasks
         self._closing = False
+        self._dirty: dict[NodeId, _Peer] = {}  # peers with frames to flush, in send order
+        self._flush_due = False
         self.dropped_unknown = 0
         for peer_id, addr in peers.items():
             self.add_peer(peer_id, addr)
@@ -106,7 +100,8 @@ class Transport:
     async def start(self) -> None:
         """Listen, then start dialing the peers this node dials."""
         host, port = self.listen_addr
-        self._server = await asyncio.start_server(self._on_accept, host, port)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(self._on_accept, host, port)
         for peer in self._peers.values():
             self._maybe_dial(peer)
 
@@ -200,15 +195,27 @@ class Transport:
         ):
             stats.queued_bytes -= len(peer.queue.popleft())
             stats.dropped_overflow += 1
-        peer.wakeup.set()
+        self._want_flush(peer)
         return True
 
-    async def _write_loop(self, peer: _Peer, writer: asyncio.StreamWriter) -> None:
-        while True:
-            if not peer.queue:
-                peer.wakeup.clear()
-                await peer.wakeup.wait()
-                continue
+    def _want_flush(self, peer: _Peer) -> None:
+        # Once per loop turn, whoever sends: a round's messages to one peer share a write.
+        if peer.link is None:
+            return  # flushed when a connection comes up
+        self._dirty[peer.id] = peer
+        if not self._flush_due:
+            self._flush_due = True
+            asyncio.get_running_loop().call_soon(self._flush_dirty)
+
+    def _flush_dirty(self) -> None:
+        self._flush_due = False
+        dirty, self._dirty = self._dirty, {}
+        for peer in dirty.values():
+            self._flush(peer)
+
+    def _flush(self, peer: _Peer) -> None:
+        link = peer.link
+        while peer.queue and link is not None and link.writable and not link.ended.done():
             chunk: list[bytes] = []
             size = 0
             while peer.queue and size < _WRITE_CHUNK_BYTES:
@@ -216,31 +223,20 @@ class Transport:
                 chunk.append(frame)
                 size += len(frame)
             peer.stats.queued_bytes -= size
-            writer.write(b"".join(chunk))
+            link.write(b"".join(chunk))
             peer.stats.sent += len(chunk)
-            await writer.drain()
 
     # -- receiving ----------------------------------------------------------
 
-    async def _read_loop(self, peer: _Peer, reader: asyncio.StreamReader) -> None:
-        splitter = FrameSplitter(self.config.max_frame_bytes)
-        while True:
-            data = await reader.read(_READ_CHUNK_BYTES)
-            if not data:
-                if splitter.pending:
-                    raise asyncio.IncompleteReadError(b"", None)
-                return
-            for body in splitter.feed(data):
-                msg = decode_message(body)
-                if msg.src != peer.id or msg.dst != self.node_id:
-                    raise FrameError(
-                        f"message from {msg.src} to {msg.dst} on the link from {peer.id}"
-                    )
-                peer.stats.received += 1
-                try:
-                    self.on_message(msg)
-                except Exception:
-                    log.exception("%s: on_message failed for %s", self.node_id, type(msg).__name__)
+    def _on_frame(self, peer: _Peer, body: bytes) -> None:
+        msg = decode_message(body)
+        if msg.src != peer.id or msg.dst != self.node_id:
+            raise FrameError(f"message from {msg.src} to {msg.dst} on the link from {peer.id}")
+        peer.stats.received += 1
+        try:
+            self.on_message(msg)
+        except Exception:
+            log.exception("%s: on_message failed for %s", self.node_id, type(msg).__name__)
 
     # -- connections --------------------------------------------------------
 
@@ -253,31 +249,21 @@ class Transport:
     def _forget_task(self, task: asyncio.Task[None]) -> None:
         self._tasks.pop(task, None)
 
-    async def _serve(
-        self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
-        """Run one established connection until either direction fails."""
-        tune_socket(writer, self.config.user_timeout_ms)
+    async def _serve(self, peer: _Peer, link: Link) -> None:
+        """Run one established connection until it ends."""
+        assert link.transport is not None
+        tune_socket(link.transport, self.config.user_timeout_ms)
         peer.stats.connects += 1
-        # A list, not a set: a set of tasks iterates in id() order, which differs
-        # from one process to the next, and the simulator replays byte for byte.
-        tasks = [
-            self._spawn(self._read_loop(peer, reader), f"read {peer.id}"),
-            self._spawn(self._write_loop(peer, writer), f"write {peer.id}"),
-        ]
+        peer.link = link
+        link.on_writable = lambda: self._flush(peer)
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            # Count and log before closing, so whoever sees the close sees the count.
-            for task in tasks:
-                if task in done:
-                    self._note_link_end(peer, task.exception())
+            link.open(lambda body: self._on_frame(peer, body))
+            self._flush(peer)
+            self._note_link_end(peer, await link.ended)
         finally:
-            writer.close()
-            for task in tasks:
-                task.cancel()
-            await asyncio.wait(tasks)
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(writer.wait_closed(), 1.0)
+            if peer.link is link:
+                peer.link = None
+            await link.close()
 
     def _note_link_end(self, peer: _Peer, exc: BaseException | None) -> None:
         if isinstance(exc, FrameError):
@@ -292,7 +278,7 @@ class Transport:
         attempt = 0
         while not self._closing and peer.addr is not None:
             try:
-                reader, writer = await self._connect(peer)
+                link = await self._connect(peer)
             except (OSError, TimeoutError, FrameError, asyncio.IncompleteReadError) as exc:
                 attempt += 1
                 delay = self._backoff(attempt)
@@ -302,86 +288,69 @@ class Transport:
                 await asyncio.sleep(delay)
                 continue
             started = time.monotonic()
-            await self._serve_current(peer, reader, writer)
+            await self._serve_current(peer, link)
             if time.monotonic() - started >= self.config.stable_after_s:
                 attempt = 0
             else:
                 attempt += 1
                 await asyncio.sleep(self._backoff(attempt))
 
-    async def _connect(self, peer: _Peer) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _connect(self, peer: _Peer) -> Link:
         assert peer.addr is not None
         host, port = peer.addr
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(host, port), self.config.connect_timeout_s
+        loop = asyncio.get_running_loop()
+        _, link = await asyncio.wait_for(
+            loop.create_connection(lambda: Link(loop, self.config.max_frame_bytes), host, port),
+            self.config.connect_timeout_s,
         )
         try:
-            writer.write(
-                encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id))
-            )
-            body = await asyncio.wait_for(
-                read_body(reader, MAX_HELLO_BYTES), self.config.handshake_timeout_s
-            )
-            if body is None:
-                raise FrameError("peer closed the connection during the handshake")
-            hello = decode_hello(body)
+            link.write(encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id)))
+            hello = await asyncio.wait_for(link.hello, self.config.handshake_timeout_s)
             if hello.src != peer.id or hello.dst != self.node_id:
                 raise FrameError(f"handshake from {hello.src} to {hello.dst}, expected {peer.id}")
         except BaseException:
-            await close_writer(writer)
+            link.end(None)
             raise
-        return reader, writer
+        return link
 
     def _backoff(self, attempt: int) -> float:
         cap = min(self.config.backoff_max_s, self.config.backoff_base_s * 2.0 ** (attempt - 1))
         # "Equal jitter": at least half the step, so retries spread without collapsing to 0.
         return cap * (0.5 + 0.5 * self._rng.random())
 
-    def _on_accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        # A plain callback, not a coroutine: asyncio (3.11) logs a spurious error
-        # when it cancels a handler task, so the connection runs in a task of ours.
-        if self._closing:
-            writer.close()
-            return
-        self._spawn(self._serve_accepted(reader, writer), "accepted")
+    def _on_accept(self) -> Link:
+        # The listener's protocol factory: the handshake and the serving run in a task of ours.
+        link = Link(asyncio.get_running_loop(), self.config.max_frame_bytes)
+        self._spawn(self._serve_accepted(link), "accepted")
+        return link
 
-    async def _serve_accepted(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _serve_accepted(self, link: Link) -> None:
+        if self._closing:
+            link.end(None)
+            return
         try:
-            peer = await self._accept_handshake(reader, writer)
+            peer = await self._accept_handshake(link)
         except BaseException:
-            writer.close()
+            link.end(None)
             raise
         if peer is not None:
-            await self._serve_current(peer, reader, writer)
+            await self._serve_current(peer, link)
 
-    async def _accept_handshake(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> _Peer | None:
-        remote = writer.get_extra_info("peername")
+    async def _accept_handshake(self, link: Link) -> _Peer | None:
         try:
-            body = await asyncio.wait_for(
-                read_body(reader, MAX_HELLO_BYTES), self.config.handshake_timeout_s
-            )
-            if body is None:
-                raise FrameError("closed before the handshake")
-            hello = decode_hello(body)
+            hello = await asyncio.wait_for(link.hello, self.config.handshake_timeout_s)
             peer = self._peers.get(hello.src)
             if hello.dst != self.node_id or peer is None or not hello.src < self.node_id:
                 raise FrameError(f"unexpected handshake from {hello.src} to {hello.dst}")
-            writer.write(
-                encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id))
-            )
+            link.write(encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id)))
         except (FrameError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            remote = link.transport.get_extra_info("peername") if link.transport else None
             log.error("%s: rejecting connection from %s: %s", self.node_id, remote, exc)
-            await close_writer(writer)
+            link.end(exc)
             return None
         return peer
 
-    async def _serve_current(
-        self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _serve_current(self, peer: _Peer, link: Link) -> None:
         """Serve a new connection as the peer's only one, replacing any older one."""
         old = peer.conn
         if old is not None and old is not asyncio.current_task():
@@ -391,7 +360,7 @@ class Transport:
         me = asyncio.current_task()
         peer.conn = me
         try:
-            await self._serve(peer, reader, writer)
+            await self._serve(peer, link)
         finally:
             if peer.conn is me:
                 peer.conn = None
