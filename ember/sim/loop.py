@@ -132,6 +132,52 @@ def current_proc() -> Proc | None:
     return CURRENT.get()
 
 
+class _Handle(asyncio.Handle):
+    """asyncio's Handle without its per-call debug checks (the simulation runs
+    with debug off: half a million handles a run, each asking `get_debug`)."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        callback: Callable[..., Any],
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
+class _Timer(asyncio.TimerHandle):
+    """asyncio's TimerHandle, made as cheaply as `_Handle`."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        when: float,
+        callback: Callable[..., Any],
+        args: tuple[Any, ...],
+        loop: asyncio.AbstractEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = context if context is not None else contextvars.copy_context()
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+        self._when = when
+        self._scheduled = False
+
+
 def _proc_of(handle: asyncio.Handle) -> Proc | None:
     ctx: contextvars.Context | None = getattr(handle, "_context", None)
     return ctx.get(CURRENT) if ctx is not None else None
@@ -226,6 +272,19 @@ class SimLoop(asyncio.BaseEventLoop):
 
     # -- the scheduler ---------------------------------------------------
 
+    def call_soon(  # type: ignore[override]
+        self,
+        callback: Callable[..., Any],
+        *args: Any,
+        context: contextvars.Context | None = None,
+    ) -> asyncio.Handle:
+        """As BaseEventLoop's, minus the debug-mode checks (the hottest call of a run)."""
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
     def call_at(  # type: ignore[override]
         self,
         when: float,
@@ -235,8 +294,9 @@ class SimLoop(asyncio.BaseEventLoop):
     ) -> asyncio.TimerHandle:
         """A timer; equal deadlines fire in the order they were set (a heap alone
         does not keep that order, and bytes on a link would overtake each other)."""
-        self._check_closed()
-        timer = asyncio.TimerHandle(when, callback, args, self, context)
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        timer = _Timer(when, callback, args, self, context)
         self._timer_seq += 1
         heapq.heappush(self._timers, (when, self._timer_seq, timer))
         timer._scheduled = True  # type: ignore[attr-defined]
@@ -280,11 +340,21 @@ class SimLoop(asyncio.BaseEventLoop):
                     if proc.paused:
                         proc.frozen.append(job)
                         continue
-                job._run()
+                try:
+                    ctx.run(job._callback, *job._args)  # type: ignore[attr-defined]
+                except (SystemExit, KeyboardInterrupt):
+                    raise
+                except BaseException as exc:  # as Handle._run reports it
+                    self._report(job, exc)
             if self.handles_run >= self._gc_due:
                 self._collect()
             if self._stopping:
                 return
+
+    def _report(self, job: asyncio.Handle, exc: BaseException) -> None:
+        callback = job._callback  # type: ignore[attr-defined]
+        message = f"Exception in callback {callback!r}"
+        self.call_exception_handler({"message": message, "exception": exc, "handle": job})
 
     def _collect(self) -> None:
         self._gc_due = self.handles_run + GC_HANDLES
