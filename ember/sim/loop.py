@@ -299,7 +299,7 @@ class SimLoop(asyncio.BaseEventLoop):
         timer = _Timer(when, callback, args, self, context)
         self._timer_seq += 1
         heapq.heappush(self._timers, (when, self._timer_seq, timer))
-        timer._scheduled = True  # type: ignore[attr-defined]
+        timer._scheduled = True
         return timer
 
     def _run_once(self) -> None:
