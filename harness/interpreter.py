@@ -30,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from ember.waiting import wait_set
 from harness.history_writer import HistoryWriter
 from workloads.generator import (
     PENDING,
@@ -250,8 +251,7 @@ class Interpreter:
                     timeout = POLL_S  # a kind waits for nothing we can see: poll
                 if not self._done and not self._observed:
                     self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), timeout)
+                    await wait_set(self._wake, timeout)
         finally:
             # Ops still in flight (cancelled run) stay open invokes: `info`.
             self._loop = None

@@ -21,7 +21,6 @@ far the replica has applied. A compacted `from` answers 410 `compacted`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import Any
 
@@ -33,6 +32,7 @@ from ember.metastore.machine import MetastoreMachine, encode
 from ember.metastore.state import Compacted, Event
 from ember.raft import NotLeader
 from ember.runtime import NodeRuntime, NodeStopping, OutcomeUnknown, ProposalDropped
+from ember.waiting import wait_set
 
 log = logging.getLogger(__name__)
 META_GROUP = "meta"
@@ -80,7 +80,8 @@ class MetaService:
         if self.machine is None:
             raise self._redirect()
         try:
-            fut = await asyncio.wait_for(self.runtime.propose(META_GROUP, encode(cmd)), timeout_s)
+            async with asyncio.timeout(timeout_s):  # no task per request, as wait_for makes
+                fut = await self.runtime.propose(META_GROUP, encode(cmd))
         except NotLeader as err:
             leader = err.leader if err.leader != self.runtime.id else None
             if leader is None:
@@ -153,8 +154,7 @@ class MetaService:
                 await resp.write(b"".join(lines))
             else:
                 await resp.write(msgspec.json.encode({"progress": state.revision}) + b"\n")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(wake.wait(), _PROGRESS_S)
+            await wait_set(wake, _PROGRESS_S)
 
 
 def _json(data: Any, status: int = 200) -> web.Response:

@@ -55,7 +55,6 @@ trigger's pending for the next one. Watching (periodic tick 1 s): median
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from typing import Any
@@ -67,6 +66,7 @@ from ember.rebalance.invokes import done_invoke, trigger_invoke
 from ember.rebalance.keys import assignments_prefix, config_key, data_nodes_key, key
 from ember.rebalance.listener import ZONE, lease_key
 from ember.runtime import NodeRuntime
+from ember.waiting import wait_set
 from ember.zones import Zone, assign, next_data_nodes
 
 log = logging.getLogger(__name__)
@@ -118,7 +118,8 @@ class PlacementDriver:
                 try:
                     # A tick waits only on bounded calls; this bound is a safety net
                     # so one wedged step can never stop the driver for good.
-                    await asyncio.wait_for(self.tick(), TICK_LIMIT_S)
+                    async with asyncio.timeout(TICK_LIMIT_S):
+                        await self.tick()
                 except TimeoutError:
                     log.warning("placement driver tick took over %ss at %s", TICK_LIMIT_S,
                                 self.step)  # fmt: skip
@@ -128,8 +129,7 @@ class PlacementDriver:
                     log.info("placement driver: %s", err)
                 except Exception:
                     log.exception("placement driver tick failed")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), self.tick_s)
+                await wait_set(self._kick, self.tick_s)
                 # Cleared before the tick reads: an event during it wakes the next.
                 self._kick.clear()
         finally:

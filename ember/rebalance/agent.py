@@ -44,6 +44,7 @@ from ember.rebalance.invokes import cancel_invoke, done_invoke
 from ember.rebalance.keys import assignments_prefix, key
 from ember.runtime import NodeRuntime
 from ember.smallfile import replace_text
+from ember.waiting import wait_set
 
 log = logging.getLogger(__name__)
 EVENT_WAIT_S = 3.0
@@ -243,8 +244,7 @@ class PrimaryAgent:
         await self._finish(job, target)
 
     async def _wait_event(self, job: Job) -> None:
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(job.wake.wait(), EVENT_WAIT_S)
+        await wait_set(job.wake, EVENT_WAIT_S)
         job.wake.clear()
 
     async def _auto_cancel(self, job: Job, err: dict[str, Any]) -> None:

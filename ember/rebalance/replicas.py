@@ -59,6 +59,7 @@ from ember.rebalance.keys import assignments_prefix, config_key, key
 from ember.rebalance.listener import ZONE, lease_key
 from ember.runtime import NodeRuntime, partition_group
 from ember.smallfile import replace_text
+from ember.waiting import wait_set
 
 if TYPE_CHECKING:  # ember.placement imports this module: annotations only
     from ember.placement.peers import Peers
@@ -181,15 +182,15 @@ class ReplicaManager:
         try:
             while True:
                 try:
-                    await asyncio.wait_for(self.reconcile(), 10 * self.tick_s + 10)
+                    async with asyncio.timeout(10 * self.tick_s + 10):
+                        await self.reconcile()
                 except (MetaUnavailable, MetaRefused) as err:
                     log.info("replica manager: metastore: %s", err)
                 except TimeoutError:
                     log.warning("replica manager: a pass took too long")
                 except Exception:
                     log.exception("replica manager pass failed")
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._kick.wait(), self.tick_s)
+                await wait_set(self._kick, self.tick_s)
                 self._kick.clear()
         finally:
             task, self._watch = self._watch, None
