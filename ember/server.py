@@ -41,6 +41,7 @@ from ember.storage import StorageCorruption
 log = logging.getLogger("ember.server")
 
 _INT_KEYS = ("seed", "partitions", "compact_every")
+NODE_HEARTBEAT_TICKS = 2
 _RAFT_KEYS = (
     "election_timeout_ticks",
     "heartbeat_ticks",
@@ -117,6 +118,15 @@ def _raft_config(s: dict[str, Any]) -> RaftConfig:
     if not isinstance(pre_vote, bool):
         raise ConfigError("pre_vote must be true or false")
     fields["pre_vote"] = pre_vote and not s.get("no_pre_vote", False)
+    if (
+        "heartbeat_ticks" not in fields
+        and fields.get("election_timeout_ticks", 10) > NODE_HEARTBEAT_TICKS
+    ):
+        # A node heartbeats every second tick (100 ms at the default 50 ms, etcd's
+        # default interval; the election timeout stays 10-20 ticks): half the empty
+        # appends of every tick, which are most of a quiet cluster's traffic. The
+        # Raft core's own default (every tick) is what its unit tests script.
+        fields["heartbeat_ticks"] = NODE_HEARTBEAT_TICKS
     bugs = s.get("planted_bugs", "")
     if isinstance(bugs, str):
         bugs = [b for b in bugs.split(",") if b]

@@ -37,7 +37,7 @@ class RaftConfig(msgspec.Struct, frozen=True, kw_only=True):
     """Tunables of one Raft node; time is in ticks."""
 
     election_timeout_ticks: int = 10  # randomized per election in [T, 2T)
-    heartbeat_ticks: int = 2
+    heartbeat_ticks: int = 1
     catchup_margin: int = 1000
     # Catch-up waits that may time out (one election timeout each) and be
     # retried; the next timeout after these resets the change with ECATCHUP.

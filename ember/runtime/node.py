@@ -162,6 +162,7 @@ class NodeRuntime:
         self._touched: dict[GroupId, None] = dict.fromkeys(self.groups)
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
+        self._tick_timer: asyncio.TimerHandle | None = None
         self._stopping = False
         self.rounds = 0
         # One thread of our own for the fsyncs: no context copy per round, as to_thread makes.
@@ -189,7 +190,7 @@ class NodeRuntime:
                 self.audit.record(event, group.id)
         await self.transport.start()
         self._tasks.append(asyncio.create_task(self._run(), name="node-loop"))
-        self._tasks.append(asyncio.create_task(self._ticker(), name="node-ticker"))
+        self._schedule_tick(asyncio.get_running_loop())
 
     async def stop(self) -> None:
         """Stop the loop, fail waiting calls, close the transport and store."""
@@ -200,6 +201,8 @@ class NodeRuntime:
             if group.sm.applied:
                 end = (group.sm.applied, group.sm.digest, group.sm.content_digest())
                 self._record_applied(group, [end])
+        if self._tick_timer is not None:
+            self._tick_timer.cancel()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -353,12 +356,16 @@ class NodeRuntime:
 
     # -- the loop ------------------------------------------------------------
 
-    async def _ticker(self) -> None:
-        interval = self.cfg.tick_ms / 1000
-        while True:
-            await asyncio.sleep(interval)
-            self._ticks += 1
-            self._wake.set()
+    def _schedule_tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        # A timer that re-arms itself, not a task that sleeps: one loop callback
+        # per tick instead of a sleep's callback plus a task step.
+        self._tick_timer = loop.call_later(self.cfg.tick_ms / 1000, self._tick, loop)
+
+    def _tick(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._ticks += 1
+        self._wake.set()
+        if not self._stopping:
+            self._schedule_tick(loop)
 
     async def _run(self) -> None:
         while True:
