@@ -132,6 +132,23 @@ def current_proc() -> Proc | None:
     return CURRENT.get()
 
 
+def _fill(
+    handle: asyncio.Handle,
+    callback: Callable[..., Any],
+    args: tuple[Any, ...],
+    loop: asyncio.AbstractEventLoop,
+    context: contextvars.Context | None,
+) -> None:
+    """What asyncio's Handle.__init__ sets, without asking the loop for debug mode."""
+    handle._context = context if context is not None else contextvars.copy_context()  # type: ignore[attr-defined]
+    handle._loop = loop  # type: ignore[attr-defined]
+    handle._callback = callback  # type: ignore[attr-defined]
+    handle._args = args
+    handle._cancelled = False
+    handle._repr = None  # type: ignore[attr-defined]
+    handle._source_traceback = None  # type: ignore[attr-defined]
+
+
 class _Handle(asyncio.Handle):
     """asyncio's Handle without its per-call debug checks (the simulation runs
     with debug off: half a million handles a run, each asking `get_debug`)."""
@@ -145,13 +162,7 @@ class _Handle(asyncio.Handle):
         loop: asyncio.AbstractEventLoop,
         context: contextvars.Context | None,
     ) -> None:
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _fill(self, callback, args, loop, context)
 
 
 class _Timer(asyncio.TimerHandle):
@@ -167,13 +178,7 @@ class _Timer(asyncio.TimerHandle):
         loop: asyncio.AbstractEventLoop,
         context: contextvars.Context | None,
     ) -> None:
-        self._context = context if context is not None else contextvars.copy_context()
-        self._loop = loop
-        self._callback = callback
-        self._args = args
-        self._cancelled = False
-        self._repr = None
-        self._source_traceback = None
+        _fill(self, callback, args, loop, context)
         self._when = when
         self._scheduled = False
 
