@@ -11,7 +11,6 @@ is closed, the node carries on.
 
 from __future__ import annotations
 
-import asyncio
 import struct
 
 import msgspec
@@ -46,24 +45,6 @@ def encode_frame(obj: Message | Hello) -> bytes:
     """Length prefix plus msgpack body of one message or handshake."""
     body = _encoder.encode(obj)
     return _LENGTH.pack(len(body)) + body
-
-
-async def read_body(reader: asyncio.StreamReader, max_frame_bytes: int) -> bytes | None:
-    """Read one frame's body; None at a clean end of stream between frames.
-
-    Raises FrameError for a length above `max_frame_bytes`, and
-    asyncio.IncompleteReadError if the stream ends inside a frame.
-    """
-    try:
-        header = await reader.readexactly(_LENGTH.size)
-    except asyncio.IncompleteReadError as exc:
-        if not exc.partial:
-            return None
-        raise
-    (length,) = _LENGTH.unpack(header)
-    if length > max_frame_bytes:
-        raise FrameError(f"frame of {length} bytes exceeds the limit of {max_frame_bytes}")
-    return await reader.readexactly(length)
 
 
 class FrameSplitter:

@@ -1,4 +1,5 @@
-"""Frames survive any split of the byte stream; bad lengths and bodies are FrameErrors."""
+"""Frames survive any split of the byte stream through a peer link; bad lengths and
+bodies are FrameErrors."""
 
 from __future__ import annotations
 
@@ -12,7 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ember.net import FrameError, Hello, encode_frame
-from ember.net.framing import decode_hello, decode_message, read_body
+from ember.net.framing import PROTOCOL_VERSION, decode_hello, decode_message
+from ember.net.links import Link
 from ember.raft.messages import AppendEntries, Entry, Message, RequestVoteResp
 
 entries = st.lists(
@@ -45,13 +47,20 @@ messages: st.SearchStrategy[Message] = st.one_of(
 
 
 async def read_all(chunks: list[bytes], max_frame_bytes: int) -> list[Message]:
-    reader = asyncio.StreamReader()
-    for chunk in chunks:
-        reader.feed_data(chunk)
-    reader.feed_eof()
-    out = []
-    while (body := await read_body(reader, max_frame_bytes)) is not None:
-        out.append(decode_message(body))
+    """Feed a peer's Hello and then `chunks` to a Link, as a socket's reads would."""
+    link = Link(asyncio.get_running_loop(), max_frame_bytes)
+    out: list[Message] = []
+    opened = False
+    hello = encode_frame(Hello(version=PROTOCOL_VERSION, src="n1", dst="n2"))
+    for chunk in [hello[:3], hello[3:], *chunks]:
+        link.data_received(chunk)
+        if not opened and link.hello.done():
+            link.open(lambda body: out.append(decode_message(body)))
+            opened = True
+    link.connection_lost(None)
+    reason = await link.ended
+    if reason is not None:
+        raise reason
     return out
 
 
