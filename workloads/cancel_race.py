@@ -6,7 +6,8 @@ Each round is two history ops on one admin thread:
    moves some partitions; its completion reports the alter's revision.
 2. f "cancel-rebalance", value {after, phase, delay_ms, stale, partitions}:
    the worker waits for a pending assignment written after `after` on the
-   first of `partitions` (a seeded order) to get one, then for the seeded
+   first of `partitions` (a seeded order) to get one (one read of the
+   assignment keys, then a metastore watch on them), then for the seeded
    `phase` of that partition's change, polling the assignment keys and the
    group leader's /admin/status `stage` every `POLL_S`:
 
@@ -39,12 +40,18 @@ Outcomes, in the completion's value `outcome` (with `partition`,
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import random
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
+import aiohttp
+
 from ember.client import EmberClient
+from ember.metastore.client import MetaRefused, watch_stream
+from ember.rebalance.keys import parse
 from harness.interpreter import Reply
 from workloads.generator import PENDING, Completion, Context, Event, Generator, Op, Result
 from workloads.rebalance import REPLICAS, alter_zone
@@ -159,23 +166,83 @@ class CancelWorker:
         return self.client.urls[self.client._next % len(self.client.urls)]
 
     async def _keys(self) -> dict[tuple[int, str], tuple[Any, int]] | None:
+        snap = await self._snapshot()
+        return snap[0] if snap is not None else None
+
+    async def _snapshot(self) -> tuple[dict[tuple[int, str], tuple[Any, int]], int] | None:
+        """Every assignment key as (value, mod_revision), and the revision read at."""
         doc = await self._get("/admin/assignments")
         if doc is None:
             return None
-        return {(int(a["partition"]), str(a["kind"])): (a.get("value"), int(a["mod_revision"]))
+        keys = {(int(a["partition"]), str(a["kind"])): (a.get("value"), int(a["mod_revision"]))
                 for a in doc.get("assignments", [])}  # fmt: skip
+        return keys, int(doc.get("revision", 0))
 
     async def _find(self, v: dict[str, Any]) -> tuple[int, Any, Any, int] | None:
-        """The first partition (in v's order) with a pending written after the alter."""
-        deadline = time.monotonic() + FIND_S
-        while time.monotonic() < deadline:
-            keys = await self._keys() or {}
+        """The first partition (in v's order) with a pending written after the alter.
+
+        One read of the keys, then a watch on them from that revision: a
+        pending that is written and cleared between two reads is still seen
+        (a poll missed it), and the wait costs a stream, not a read every
+        `POLL_S` for up to `FIND_S` when the alter moved nothing.
+        """
+
+        def pick(keys: dict[tuple[int, str], tuple[Any, int]]) -> tuple[int, Any, Any, int] | None:
             for p in v["partitions"]:
                 pending = keys.get((p, "pending"))
                 if pending is not None and pending[1] > int(v["after"]):
                     return p, (keys.get((p, "stable")) or (None, 0))[0], pending[0], pending[1]
-            await asyncio.sleep(POLL_S)
-        return None
+            return None
+
+        try:
+            async with asyncio.timeout(FIND_S):
+                while True:
+                    snap = await self._snapshot()
+                    if snap is not None:
+                        found = pick(snap[0])
+                        if found is not None:
+                            return found
+                        # Closed here, not by the collector: the stream's connection
+                        # ends when the wait does.
+                        async with contextlib.aclosing(self._watch(*snap)) as changes:
+                            async for keys in changes:
+                                found = pick(keys)
+                                if found is not None:
+                                    return found
+                    await asyncio.sleep(POLL_S)  # the read or the watch failed: read again
+        except TimeoutError:
+            return None
+
+    async def _watch(
+        self, keys: dict[tuple[int, str], tuple[Any, int]], revision: int
+    ) -> AsyncGenerator[dict[tuple[int, str], tuple[Any, int]], None]:
+        """`keys` (read at `revision`) kept current by a metastore watch, after
+        each change; ends when the stream does (a node hosting no metastore
+        names one that does: followed once)."""
+        url = self._base()
+        for _ in range(2):
+            stream = watch_stream(self.client._http(), url, prefix="zone.", start=revision + 1)
+            try:
+                async with contextlib.aclosing(stream) as items:
+                    async for item in items:
+                        parsed = parse(str(item.get("key", "")))
+                        if parsed is None:
+                            continue  # a progress line or another key under zone.
+                        name = (parsed[1], parsed[2])
+                        if item.get("type") == "delete":
+                            keys.pop(name, None)
+                        else:
+                            keys[name] = (item.get("value"), int(item["revision"]))
+                        yield keys
+                return
+            except MetaRefused as err:
+                doc = _json_or_none(str(err).partition(": ")[2])
+                if err.code != "421" or not isinstance(doc, dict) or not doc.get("leader_url"):
+                    return
+                url = str(doc["leader_url"]).rstrip("/")
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
+                self.client._next += 1
+                return
 
     async def _leader(self, group: str) -> str | None:
         best: tuple[int, str] | None = None
@@ -264,3 +331,10 @@ class CancelWorker:
                     return "resolved-other", stable
             await asyncio.sleep(0.2)
         return "unresolved", None
+
+
+def _json_or_none(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
@@ -116,7 +116,7 @@ class MetaClient:
 
 async def watch_stream(
     session: aiohttp.ClientSession, url: str, *, prefix: str, start: int
-) -> AsyncIterator[dict[str, Any]]:
+) -> AsyncGenerator[dict[str, Any], None]:
     """Events (and progress lines) of one watch connection, until it ends."""
     params = {"prefix": prefix, "from": str(start)}
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=1.0, sock_read=5.0)
