@@ -19,7 +19,9 @@ The phases (`nemesis.phase`): the change-peers stages `catching-up`,
 after pending is written but before stable switches: on a pending
 observation the schedule arms a fault a seeded 0.1-1 s later, and fires it
 then only if no `switched` observation (the done invoke) came for that
-group meanwhile.
+group meanwhile. Its trigger's `wall` is when the armed delay ran out (the
+pending's wall plus `armed_s`), so `reaction_ms` is the lag after the
+chosen moment, not the chosen delay.
 
 Nemesis names (`--nemesis`): `partition`, `kill`, `pause`, `slow`, and
 `mix`, the combined default for the full run. `mix` is every fault kind,
@@ -283,7 +285,14 @@ class NemesisSchedule(Generator):
                 self.armed = None  # stable switched first, or we were too slow
             elif now >= due:
                 self.armed = None
-                return {**pending.data, "stage": "pending-open"}
+                # The trigger is the armed delay running out, not the pending write:
+                # reaction is measured from then (the delay is chosen, not a lag).
+                waited_s = (due - pending.time_ns) / NS_PER_S
+                data = {**pending.data, "stage": "pending-open", "armed_s": round(waited_s, 6)}
+                for key in ("wall", "seen_wall"):
+                    if isinstance(data.get(key), int | float):
+                        data[key] = data[key] + waited_s
+                return data
         trigger, self.trigger = self.trigger, None
         if trigger is not None and now - trigger.time_ns <= STALE_NS:
             return trigger.data
@@ -322,6 +331,8 @@ class NemesisSchedule(Generator):
             value["trigger"] = {k: trigger.get(k) for k in
                                 ("group", "stage", "node", "joining", "peers", "wall",
                                  "seen_wall")}  # fmt: skip
+            if "armed_s" in trigger:
+                value["trigger"]["armed_s"] = trigger["armed_s"]
             value["group"] = trigger.get("group")
         return Op(f=kind, value=value)
 
