@@ -271,7 +271,7 @@ class Omniscient:
         # A follower may write back entries it already holds (the leader's
         # append overlaps its log): the same (index, term) again is no
         # truncation (sim sweep seed 56, a false state-machine-safety).
-        again = {e.index: _enc.encode(e) for e in rd.entries}
+        again = {e.index: _enc.encode(e) for e in rd.entries} if removed else {}
         for gone in removed:
             done = rec.committed.get(gone.index)
             blob = _enc.encode(gone)
