@@ -5,7 +5,15 @@ sent entries from its `next` index while its Progress is not paused; a peer
 whose next entries are compacted gets the snapshot instead. Heartbeats go
 out every `heartbeat_ticks`: a probe for peers in probe state, otherwise an
 empty append anchored at the peer's match (always accepted, so it can never
-cause a spurious rejection) carrying the commit index up to that match.
+cause a spurious rejection) carrying the commit index up to that match. A
+peer in replicate state that was sent an append or heartbeat since the last
+round, and whose window is not full, is skipped if a message already told it
+the commit a heartbeat would (commit capped at its match): that message
+reset its election timer, and its answer keeps it active
+for the quorum check; so a peer still hears from the leader at least every
+two rounds. A full window still gets its heartbeat, whose answer frees a
+slot if an append was lost (as etcd does). In the simulator's default plan
+this took the Raft messages from 71.7k to 55.8k (docs/simulation.md).
 Commit advances to the joint-majority match index, but only over an entry of
 the leader's own term (Raft §5.4.2). Every election timeout the leader checks
 that a quorum answered since the last check, else steps down (lost-quorum).
@@ -59,8 +67,14 @@ def tick_leader(n: RawNode) -> None:
         for peer, pr in sorted(n._prs.items()):
             if pr.state == "probe":
                 pr.probe_sent = False
-            if not send_append(n, peer, allow_empty=pr.state == "probe"):
-                send_heartbeat(n, peer)
+            heard, pr.sent_since_beat = pr.sent_since_beat, False
+            if send_append(n, peer, allow_empty=pr.state == "probe"):
+                continue
+            told = pr.commit_sent >= min(n.log.committed, pr.match)
+            if heard and told and pr.state == "replicate" and not pr.is_paused():
+                continue  # see the module doc: a busy peer needs no heartbeat
+            send_heartbeat(n, peer)
+            pr.sent_since_beat = False  # the round's own beat: the next round beats too
 
 
 def has_active_quorum(n: RawNode) -> bool:
@@ -136,7 +150,10 @@ def send_append(n: RawNode, to: NodeId, allow_empty: bool = False) -> bool:
             commit=n.log.committed,
         )
     )
-    pr.sent(entries[-1].index if entries else prev, len(entries))
+    last = entries[-1].index if entries else prev
+    pr.sent(last, len(entries))
+    pr.sent_since_beat = True
+    pr.commit_sent = max(pr.commit_sent, min(n.log.committed, last))
     return True
 
 
@@ -161,6 +178,8 @@ def send_heartbeat(n: RawNode, to: NodeId, read_ctx: int = 0) -> None:
     prev_term = n.log.term(prev)
     if prev_term is None:
         prev, prev_term = 0, 0
+    pr.sent_since_beat = True
+    pr.commit_sent = max(pr.commit_sent, min(n.log.committed, prev))
     n._msgs.append(
         AppendEntries(
             group=n.group,

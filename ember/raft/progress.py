@@ -37,6 +37,12 @@ class Progress:
         # snapshot, or the bootstrap configuration sent as one at index 0).
         self.base_known = False
         self.stall_ticks = 0
+        # An append or heartbeat went to it since the last heartbeat round: its
+        # election timer was reset then, so that round may skip it if
+        # `commit_sent` (the highest commit index a message told it, capped as
+        # the message caps it) is as far as a heartbeat would tell it.
+        self.sent_since_beat = False
+        self.commit_sent = 0
 
     def __repr__(self) -> str:
         return f"Progress({self.state} match={self.match} next={self.next})"

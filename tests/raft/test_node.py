@@ -6,10 +6,12 @@ import pytest
 
 from ember.raft import (
     AppendEntries,
+    AppendEntriesResp,
     ConfState,
     Entry,
     HardState,
     InvalidConfig,
+    Message,
     NotLeader,
     PersistedState,
     RaftConfig,
@@ -356,3 +358,50 @@ def test_proposals_are_refused_during_a_transfer_and_a_stuck_transfer_is_abandon
     net.tick("n1", times=12)
     assert leader.role == "leader"
     assert leader.propose(b"y") > 0
+
+
+def _beats(net: Net) -> list[AppendEntries]:
+    """The leader n1's heartbeat round: the empty appends one tick of it sends."""
+    net.deliver()
+    net.nodes["n1"].tick()
+    net.drain("n1")
+    sent = [m for m in net.queue if isinstance(m, AppendEntries) and not m.entries]
+    net.deliver()
+    return sent
+
+
+def test_a_round_skips_peers_told_the_commit_since_the_last_and_beats_idle_ones():
+    """Busy peers that already know the commit get no heartbeat; an idle group beats."""
+    net = Net(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.tick(times=3)
+    assert sorted(m.dst for m in _beats(net)) == ["n2", "n3"]  # idle: every round
+    leader = net.nodes["n1"]
+    leader.propose(b"x")
+    net.deliver()  # the append, its answers, and the new commit told to the peers
+    # The peer whose answer committed the entry was told the commit whole; the
+    # other was told it capped at its match then: only that one is beaten.
+    knows = {p for p in ("n2", "n3") if net.nodes[p].log.committed == leader.log.committed}
+    assert knows
+    assert sorted(m.dst for m in _beats(net)) == sorted({"n2", "n3"} - knows)
+    assert all(net.nodes[p].log.committed == leader.log.committed for p in ("n2", "n3"))
+    assert sorted(m.dst for m in _beats(net)) == ["n2", "n3"]  # idle again: every round
+
+
+def test_a_peer_whose_last_message_capped_the_commit_still_gets_its_heartbeat():
+    """The commit reached n3 capped at its old match: the next round tells it."""
+    net = Net(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.tick(times=3)
+    leader = net.nodes["n1"]
+    held: list[Message] = []
+    net.drop = lambda m: (m.src == "n3" and isinstance(m, AppendEntriesResp)
+                          and not held and (held.append(m) or True))  # fmt: skip
+    leader.propose(b"x")
+    net.deliver()  # n2 answers and commits; n3's answer is late
+    net.drop = lambda m: False
+    leader.step(held[0])
+    net.deliver()
+    assert net.nodes["n3"].log.committed < leader.log.committed
+    assert [m.dst for m in _beats(net)] == ["n3"]
+    assert net.nodes["n3"].log.committed == leader.log.committed
