@@ -16,7 +16,7 @@ from checkers.history import Operation
 from checkers.revisions import check_order, written_keys
 from checkers.watches import WriteIndex, check_watch
 from ember.metastore.client import MetaClient, MetaUnavailable, watch_stream
-from tests.node.cluster import ProcCluster
+from tests.node.cluster import ProcCluster, meta_cluster
 
 NAMES = ["n1", "n2", "n3", "n4"]
 FLAGS = ["--tick-ms", "20", "--election-timeout-ticks", "25", "--meta-nodes", "auto",
@@ -27,13 +27,8 @@ FLAGS = ["--tick-ms", "20", "--election-timeout-ticks", "25", "--meta-nodes", "a
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
     """Four nodes; the metastore's group on n1-n3 only."""
     root: Path = tmp_path_factory.mktemp("meta")
-    c = ProcCluster(root, NAMES, extra=FLAGS)
-    try:
-        c.start_all()
-        c.wait_leader("meta", NAMES[:3])
+    with meta_cluster(root, NAMES, FLAGS, NAMES[:3]) as c:
         yield c
-    finally:
-        c.close()
 
 
 def _meta(cluster: ProcCluster, op: str, body: Any, node: str | None = None) -> tuple[int, Any]:

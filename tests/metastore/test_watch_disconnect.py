@@ -16,7 +16,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.node.cluster import ProcCluster
+from tests.node.cluster import ProcCluster, meta_cluster
 
 NAMES = ["n1", "n2", "n3"]
 FLAGS = ["--tick-ms", "20", "--election-timeout-ticks", "25", "--meta-nodes", "auto",
@@ -29,13 +29,8 @@ WATCHES = 3
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
     """Three nodes, all hosting the metastore."""
     root: Path = tmp_path_factory.mktemp("meta-watch")
-    c = ProcCluster(root, NAMES, extra=FLAGS)
-    try:
-        c.start_all()
-        c.wait_leader("meta", NAMES)
+    with meta_cluster(root, NAMES, FLAGS, NAMES) as c:
         yield c
-    finally:
-        c.close()
 
 
 async def _watch_then_leave(url: str) -> list[dict[str, object]]:

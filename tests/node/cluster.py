@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +222,17 @@ async def fill(urls: list[str], count: int, *, partitions: int, prefix: str = "f
 
     await asyncio.gather(*(worker() for _ in range(64)))
     return acked
+
+
+@contextlib.contextmanager
+def meta_cluster(root: Path, names: list[str], flags: list[str],
+                 meta: list[str]) -> Iterator[ProcCluster]:  # fmt: skip
+    """`names` started with `flags`, once the metastore group has a leader among
+    `meta`; every process ended on the way out, a failing test's too."""
+    cluster = ProcCluster(root, names, extra=flags)
+    try:
+        cluster.start_all()
+        cluster.wait_leader("meta", meta)
+        yield cluster
+    finally:
+        cluster.close()

@@ -13,7 +13,7 @@ import pytest
 
 from ember.client import EmberClient
 from ember.rebalance.keys import key
-from tests.node.cluster import ProcCluster
+from tests.node.cluster import ProcCluster, meta_cluster
 from workloads import cancel_race
 from workloads.cancel_race import CancelWorker
 
@@ -27,13 +27,8 @@ PART = 7
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ProcCluster]:
-    c = ProcCluster(tmp_path_factory.mktemp("cancel-find"), NAMES, extra=FLAGS)
-    try:
-        c.start_all()
-        c.wait_leader("meta", NAMES[:3])
+    with meta_cluster(tmp_path_factory.mktemp("cancel-find"), NAMES, FLAGS, NAMES[:3]) as c:
         yield c
-    finally:
-        c.close()
 
 
 def _revision(cluster: ProcCluster) -> int:
