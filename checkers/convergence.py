@@ -190,9 +190,10 @@ def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[s
 
     The target is the newest pending or planned written; a trigger that
     deletes planned because pending already is its target (invokes.py)
-    makes pending the target again; a cancel makes its old side the target
-    and its new side legal too (cannot-cancel), until the next pending or
-    planned. With no trigger at all, the first stable is its own target.
+    makes pending the target again, unless a cancel of it is outstanding; a
+    cancel makes its old side the target and its new side legal too
+    (cannot-cancel), until the next pending or planned. With no trigger at
+    all, the first stable is its own target.
     """
     writes: dict[tuple[Any, Any], dict[int, dict[str, Any]]] = {}
     for node in sorted(audit):
@@ -212,7 +213,10 @@ def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[s
             for kind in ("pending", "planned"):
                 if peers_of(keys.get(kind)):
                     target, cancel_new = peers_of(keys[kind]), None
-            if "planned" in keys and not peers_of(keys["planned"]) and "pending" not in keys:
+            deleted_planned = "planned" in keys and not peers_of(keys["planned"])
+            # Under a cancel of that pending the cancel decides, old or new (seed 67).
+            cancelling = isinstance(state.get("cancel"), dict)
+            if deleted_planned and "pending" not in keys and not cancelling:
                 target = peers_of(state.get("pending")) or target
             cancel = keys.get("cancel")
             if isinstance(cancel, dict):

@@ -120,6 +120,18 @@ def test_a_trigger_that_deletes_planned_makes_pending_the_target_again() -> None
     assert end_targets(audit) == {("default", 0): {("n1", "n2")}}
 
 
+def test_a_planned_deleted_under_a_cancel_leaves_the_cancel_deciding() -> None:
+    """pending A at 3, a cancel of it, then a trigger asking A deletes planned
+    before the cancel lands: stable may end old (cancelled) or A (sim seed 67 of
+    the default plan ended old and was wrongly flagged stable-not-target)."""
+    cancel = {"old": ["n1"], "new": ["n2"], "pending_revision": 3}
+    audit = {"n1": [_write(2, stable=["n1"]), _write(3, pending=["n2"]),
+                    _write(4, planned=["n3"]), _write(5, cancel=cancel),
+                    _write(7, planned=None),
+                    _write(9, stable=["n1"], pending=None, cancel=None)]}  # fmt: skip
+    assert end_targets(audit) == {("default", 0): {("n1",), ("n2",)}}
+
+
 def test_metastore_traffic_alone_is_checked_with_its_revisions() -> None:
     """etcd's metastore runs: nothing else writes the store, so a read at a
     revision no write made is flagged, watches and compactions beside it or
