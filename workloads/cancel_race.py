@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import random
 import time
 from collections.abc import AsyncGenerator, Mapping, Sequence
@@ -217,32 +216,23 @@ class CancelWorker:
         self, keys: dict[tuple[int, str], tuple[Any, int]], revision: int
     ) -> AsyncGenerator[dict[tuple[int, str], tuple[Any, int]], None]:
         """`keys` (read at `revision`) kept current by a metastore watch, after
-        each change; ends when the stream does (a node hosting no metastore
-        names one that does: followed once)."""
-        url = self._base()
-        for _ in range(2):
-            stream = watch_stream(self.client._http(), url, prefix="zone.", start=revision + 1)
-            try:
-                async with contextlib.aclosing(stream) as items:
-                    async for item in items:
-                        parsed = parse(str(item.get("key", "")))
-                        if parsed is None:
-                            continue  # a progress line or another key under zone.
-                        name = (parsed[1], parsed[2])
-                        if item.get("type") == "delete":
-                            keys.pop(name, None)
-                        else:
-                            keys[name] = (item.get("value"), int(item["revision"]))
-                        yield keys
-                return
-            except MetaRefused as err:
-                doc = _json_or_none(str(err).partition(": ")[2])
-                if err.code != "421" or not isinstance(doc, dict) or not doc.get("leader_url"):
-                    return
-                url = str(doc["leader_url"]).rstrip("/")
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-                self.client._next += 1
-                return
+        each change; ends when the stream does."""
+        stream = watch_stream(self.client._http(), self._base(), prefix="zone.",
+                              start=revision + 1)  # fmt: skip
+        try:
+            async with contextlib.aclosing(stream) as items:
+                async for item in items:
+                    parsed = parse(str(item.get("key", "")))
+                    if parsed is None:
+                        continue  # a progress line or another key under zone.
+                    name = (parsed[1], parsed[2])
+                    if item.get("type") == "delete":
+                        keys.pop(name, None)
+                    else:
+                        keys[name] = (item.get("value"), int(item["revision"]))
+                    yield keys
+        except (MetaRefused, aiohttp.ClientError, TimeoutError, OSError, ValueError):
+            self.client._next += 1  # the next read and watch go to another node
 
     async def _leader(self, group: str) -> str | None:
         best: tuple[int, str] | None = None
@@ -331,10 +321,3 @@ class CancelWorker:
                     return "resolved-other", stable
             await asyncio.sleep(0.2)
         return "unresolved", None
-
-
-def _json_or_none(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError:
-        return None

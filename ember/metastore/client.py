@@ -117,12 +117,32 @@ class MetaClient:
 async def watch_stream(
     session: aiohttp.ClientSession, url: str, *, prefix: str, start: int
 ) -> AsyncGenerator[dict[str, Any], None]:
-    """Events (and progress lines) of one watch connection, until it ends."""
+    """Events (and progress lines) of one watch connection, until it ends.
+
+    A node that hosts no metastore answers 421 naming one that does; that one
+    is asked instead (once), as `MetaClient.call` follows it for commands."""
     params = {"prefix": prefix, "from": str(start)}
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=1.0, sock_read=5.0)
-    async with session.get(f"{url}/meta/watch", params=params, timeout=timeout) as resp:
-        if resp.status != 200:
-            raise MetaRefused(str(resp.status), await resp.text())
-        async for line in resp.content:
-            if line.strip():
-                yield json.loads(line)
+    for redirects in range(2):
+        async with session.get(f"{url}/meta/watch", params=params, timeout=timeout) as resp:
+            if resp.status != 200:
+                text = await resp.text()
+                named = _leader_url(text) if resp.status == 421 and not redirects else None
+                if named is None:
+                    raise MetaRefused(str(resp.status), text)
+                url = named
+                continue
+            async for line in resp.content:
+                if line.strip():
+                    yield json.loads(line)
+            return
+
+
+def _leader_url(answer: str) -> str | None:
+    """The metastore node a 421 answer names, if it names one."""
+    try:
+        doc = json.loads(answer)
+    except ValueError:
+        return None
+    named = doc.get("leader_url") if isinstance(doc, dict) else None
+    return named.rstrip("/") if isinstance(named, str) and named else None

@@ -13,7 +13,7 @@ reset its election timer, and its answer keeps it active
 for the quorum check; so a peer still hears from the leader at least every
 two rounds. A full window still gets its heartbeat, whose answer frees a
 slot if an append was lost (as etcd does). In the simulator's default plan
-this took the Raft messages from 71.7k to 55.8k (docs/simulation.md).
+this took the Raft messages from 71.7k to 62.3k (docs/simulation.md).
 Commit advances to the joint-majority match index, but only over an entry of
 the leader's own term (Raft §5.4.2). Every election timeout the leader checks
 that a quorum answered since the last check, else steps down (lost-quorum).
