@@ -169,7 +169,8 @@ def _generators(
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
             phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
             only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
-            targets=plan.options.get("nemesis_targets"), roles=system.roles,
+            targets=plan.options.get("nemesis_targets"),
+            groupings=plan.options.get("nemesis_groupings"), roles=system.roles,
             clocks=clocks_movable(plan), maintenance=getattr(db, "maintenance", ()),
             mix_maintenance=system.maintenance_in_mix,
         )  # fmt: skip

@@ -58,6 +58,12 @@ named (`--nemesis mix,compact-kill`), or mixed into `mix` for one fault in
 seven where the db asks for that (`mix_maintenance`: etcd's default plan),
 so a seed's ember schedule stays what it was.
 
+A plan narrows what is drawn with options: `nemesis_kinds` (which kinds),
+`nemesis_targets` (what kills and pauses aim at) and `nemesis_groupings`
+(which partition shapes: `halves`, `isolate-leader`, `isolate-joining`,
+`ring`, `bridge`, `one-way`, and `isolate`, one role's holder alone), as
+Jepsen's nemesis packages let a test pick its partitioners.
+
 Each fault op's value is abstract and fixed by the seed: `kind`, the
 partition `grouping` or process `target`, a `seed` for the worker's own
 random choices, its `duration_s`, and the `trigger` (group, stage,
@@ -157,6 +163,7 @@ class NemesisSchedule(Generator):
         phases: Sequence[str] = DEFAULT_PHASES,
         max_faults: int | None = None,
         targets: Sequence[str] | None = None,
+        groupings: Sequence[str] | None = None,
         only: Sequence[str] | None = None,
         keep: Collection[int] | None = None,
         roles: Sequence[str] = ROLE_TARGETS,
@@ -226,6 +233,14 @@ class NemesisSchedule(Generator):
                 raise ValueError(f"unknown nemesis target {what}; known: {', '.join(known)}")
             absent = set(ROLE_TARGETS) - set(self.roles)
             self.targets = tuple(t for t in targets if t not in absent) or tuple(targets)
+        if groupings is not None:  # partitions of these shapes only
+            known = (*GROUPINGS, "isolate") if self.roles else GROUPINGS
+            bad = sorted(set(groupings) - set(known))
+            if bad or not groupings:
+                what = repr(bad[0]) if bad else "(none given)"
+                raise ValueError(f"unknown partition grouping {what}; known: {', '.join(known)}")
+            # In the known order, so a plan's draws do not depend on how it lists them.
+            self.groupings = tuple(g for g in known if g in groupings)
         self.gap_ns = int(gap_s * NS_PER_S)
         self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)

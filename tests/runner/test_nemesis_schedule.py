@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from collections import Counter
 from typing import Any
 
@@ -308,3 +309,22 @@ def test_a_pending_names_the_replicas_it_adds_to_the_last_stable() -> None:
     assert seen[1]["joining"] == ["n4", "n5"]
     assert seen[1]["group"] == "part-0"
     assert seen[1]["seen_wall"] >= seen[1]["wall"]
+
+
+def test_a_plan_can_narrow_partitions_to_the_shapes_it_names() -> None:
+    """nemesis_groupings: only the named shapes are drawn, whatever order the plan lists
+    them in; an unknown or empty list is refused naming the shapes there are."""
+
+    def shapes(groupings: list[str]) -> list[str]:
+        gen = NemesisSchedule(random.Random(5), ["mix"], gap_s=0.5, end_s=60, groupings=groupings)
+        return [o.value["grouping"] for o in _faults(_play(gen, 60)) if o.f == "partition"]
+
+    narrowed = shapes(["one-way", "isolate-leader"])
+    assert set(narrowed) == {"isolate-leader", "one-way"}
+    assert shapes(["isolate-leader", "one-way"]) == narrowed
+    everything = [o.value["grouping"] for o in _faults(_play(NemesisSchedule(
+        random.Random(5), ["mix"], gap_s=0.5, end_s=60), 60)) if o.f == "partition"]  # fmt: skip
+    assert not set(everything) <= {"isolate-leader", "one-way"}  # the narrowing did something
+    for bad, named in ((["majority"], "'majority'"), ([], "(none given)")):
+        with pytest.raises(ValueError, match=rf"unknown partition grouping {re.escape(named)}"):
+            NemesisSchedule(random.Random(1), ["partition"], groupings=bad)

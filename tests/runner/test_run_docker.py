@@ -212,9 +212,14 @@ def test_the_phase_triggered_nemesis_fires_inside_joint(store: Path) -> None:
 
 
 def test_acknowledging_writes_before_commit_is_found_invalid(store: Path) -> None:
-    """With writes acknowledged before they replicate, leader kills make the run invalid."""
-    plan = _plan(seed=31337, time_limit_s=40.0, nemesis=("kill", "partition"),
-                 workload=("register",), options={"nemesis_gap_s": 3.0,
+    """With writes acknowledged before they replicate, an isolated leader makes the run invalid."""
+    # Only leader-isolating partitions, over 8 keys: the isolated leader acks
+    # writes until it steps down, and each key sees enough ops that a read
+    # from the new leader misses one. With kills and any partition shape over
+    # 40 keys, one CI run (of many) found nothing.
+    plan = _plan(seed=31337, time_limit_s=40.0, nemesis=("partition",),
+                 workload=("register",), options={"nemesis_gap_s": 3.0, "keys": 8,
+                 "nemesis_groupings": ["isolate-leader"],
                  "failpoints": {"kv.ack-before-commit": {}}})  # fmt: skip
     assert "kv.ack-before-commit" in KNOWN
     out = run(plan, store)
