@@ -234,13 +234,13 @@ class NemesisSchedule(Generator):
             absent = set(ROLE_TARGETS) - set(self.roles)
             self.targets = tuple(t for t in targets if t not in absent) or tuple(targets)
         if groupings is not None:  # partitions of these shapes only
-            known = (*GROUPINGS, "isolate") if self.roles else GROUPINGS
-            bad = sorted(set(groupings) - set(known))
+            shapes: tuple[str, ...] = (*GROUPINGS, "isolate") if self.roles else GROUPINGS
+            bad = sorted(set(groupings) - set(shapes))
             if bad or not groupings:
                 what = repr(bad[0]) if bad else "(none given)"
-                raise ValueError(f"unknown partition grouping {what}; known: {', '.join(known)}")
+                raise ValueError(f"unknown partition grouping {what}; known: {', '.join(shapes)}")
             # In the known order, so a plan's draws do not depend on how it lists them.
-            self.groupings = tuple(g for g in known if g in groupings)
+            self.groupings = tuple(g for g in shapes if g in groupings)
         self.gap_ns = int(gap_s * NS_PER_S)
         self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)
