@@ -7,7 +7,11 @@ metastore (from the revision of its last read; after a disconnect it resumes
 on any metastore node from the last revision it saw) and on every event, and
 every `tick_s` besides, reconciles each partition p < zone.partitions from a
 fresh linearizable read of the keys (a watch event only wakes it, as in the
-placement driver, so a late event can never make it act on old keys):
+placement driver, so a late event can never make it act on old keys). Once
+a pass leaves every replica as the keys want it, only a watch event can
+change that, so the timer slows to IDLE_TICKS x `tick_s` until a pass
+leaves one waiting (a voter of the configuration in force, a lease not yet
+handed over, a metastore error):
 
 - the node is *wanted* when it is in stable, pending, planned, cancel.old or
   cancel.new: its replica runs (a stopped one is started, so the primary's
@@ -68,6 +72,7 @@ if TYPE_CHECKING:  # ember.placement imports this module: annotations only
 log = logging.getLogger(__name__)
 Decision = Literal["run", "stop", "keep"]
 WATCH_RETRY_S = 0.2
+IDLE_TICKS = 5  # settled: the timer is only a safety net under the watch
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,16 +186,17 @@ class ReplicaManager:
         """Reconcile until cancelled: on every watch event, else every `tick_s`."""
         try:
             while True:
+                settled = False
                 try:
                     async with asyncio.timeout(10 * self.tick_s + 10):
-                        await self.reconcile()
+                        settled = await self.reconcile()
                 except (MetaUnavailable, MetaRefused) as err:
                     log.info("replica manager: metastore: %s", err)
                 except TimeoutError:
                     log.warning("replica manager: a pass took too long")
                 except Exception:
                     log.exception("replica manager pass failed")
-                await wait_set(self._kick, self.tick_s)
+                await wait_set(self._kick, self.tick_s * (IDLE_TICKS if settled else 1))
                 self._kick.clear()
         finally:
             task, self._watch = self._watch, None
@@ -199,8 +205,9 @@ class ReplicaManager:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
 
-    async def reconcile(self) -> None:
-        """One pass over the zone's partitions (see the module doc)."""
+    async def reconcile(self) -> bool:
+        """One pass over the zone's partitions (see the module doc); whether it left
+        every replica as the keys want it (nothing to wait for but a key change)."""
         self.passes += 1
         snap = await self.meta.range("zone.")
         self.revision = max(self.revision, int(snap["revision"]))
@@ -210,10 +217,22 @@ class ReplicaManager:
         kv = {item["key"]: item for item in snap["kvs"]}
         zone = kv.get(config_key(ZONE))
         if zone is None or not isinstance(zone["value"], dict):
-            return  # no zone: peers are changed by hand, replicas left alone
+            return True  # no zone: peers are changed by hand, replicas left alone
         partitions = int(zone["value"].get("partitions", 0))
+        settled = True
         for p in range(partitions):
-            await self._reconcile_partition(p, Assignment.from_keys(kv, p))
+            a = Assignment.from_keys(kv, p)
+            await self._reconcile_partition(p, a)
+            settled = settled and self._as_wanted(p, a)
+        return settled
+
+    def _as_wanted(self, p: int, a: Assignment) -> bool:
+        """Whether this node's replica of `p` runs exactly when the keys want it
+        (with no stable yet, whatever it does is what they want)."""
+        gid = partition_group(p)
+        if gid not in self.runtime.groups and gid not in self.runtime.stopped:
+            return True  # built without the group
+        return a.stable is None or (gid in self.runtime.groups) == a.mentions(self.runtime.id)
 
     async def _reconcile_partition(self, p: int, a: Assignment) -> None:
         gid = partition_group(p)
