@@ -269,11 +269,12 @@ def with_audit(meta: RunMeta) -> RunMeta:
     return meta._replace(audit=audit_events(at, by_node), at=at)
 
 
-def partition(meta: RunMeta) -> tuple[str, str, str]:
+def partition(meta: RunMeta) -> tuple[str, str, str, str]:
     """The run's partition values (schemas.PARTITION_COLUMNS)."""
     started = meta.run_dir.name.split("-", 1)[0]
     plan = meta.plan
-    return (_date(started), _text(plan.get("workload")), _text(plan.get("nemesis")))
+    return (_date(started), _text(plan.get("name")), _text(plan.get("workload")),
+            _text(plan.get("nemesis")))  # fmt: skip
 
 
 def history_facts(events: list[Event], ops: list[Operation]) -> HistoryFacts:
@@ -332,7 +333,7 @@ def small_tables(meta: RunMeta, hist: HistoryFacts, ingest_id: str
         reasons.append("no results.json: the run ended before it was checked")
     seed = plan.get("seed")
     rows["runs"] = [(
-        *keys, _text(plan.get("name")), meta.run_dir.name.split("-", 1)[0],
+        *keys, meta.run_dir.name.split("-", 1)[0],
         seed if isinstance(seed, int) else None,
         _opt(plan.get("backend")), facts["nodes"], facts["version"], facts["git_rev"],
         facts["plan_key"], msgspec.json.encode(plan).decode(), verdict, verdicts, reasons,

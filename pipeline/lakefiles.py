@@ -6,7 +6,7 @@ than extracting them (measured in bench/pipeline.py). So each ingest task
 extracts its share of runs, builds Arrow tables column by column and writes
 them in Spark's own layout, which Spark then reads like any Parquet table:
 
-    <lake>/<table>/date=<d>/workload=<w>/nemesis=<n>/part-<ingest>-<task>-<flush>.parquet
+    <lake>/<table>/date=<d>/test=<t>/workload=<w>/nemesis=<n>/part-<ingest>-<task>-<flush>.parquet
 
 Partition values are escaped as Spark escapes them; partition columns live
 in the path, not in the file. A file is written under a name starting with

@@ -22,13 +22,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-LAKE_FORMAT = 1
-READABLE = frozenset({1})
+LAKE_FORMAT = 2
+READABLE = frozenset({1, 2})
 MARKER = "_lake.json"
 LEGACY_FORMAT = 1  # a lake with tables and no marker was written in this format
 # What changed in each format, for the messages.
 LAYOUTS = {1: "tables runs/operations/faults/changes/rebalances/anomalies, "
-              "partitioned date/workload/nemesis"}  # fmt: skip
+              "partitioned date/workload/nemesis",
+           2: "the tables of format 1, partitioned date/test/workload/nemesis "
+              "(`test`, the plan's name, no longer a data column of runs)"}  # fmt: skip
 
 
 class LakeVersionError(ValueError):

@@ -8,21 +8,22 @@ Every table carries `run_id` (the run dir relative to the store, e.g.
 `ember-default/20261121T120000-7`) and `ingest_id` (the ingest that wrote
 the row: analysis only trusts child rows whose ingest also wrote the run's
 `runs` row, so a crashed ingest's leftovers are ignored), plus the partition
-columns `date`, `workload`, `nemesis`.
+columns `date`, `test` (the plan's name), `workload`, `nemesis`. Lake format
+1 had no `test` partition; its `runs` kept `test` as a data column, which a
+reader with these schemas still finds there (pipeline/lakeversion.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-PARTITION_COLUMNS = ("date", "workload", "nemesis")
+PARTITION_COLUMNS = ("date", "test", "workload", "nemesis")  # lake format 2
 _KEYS = (("run_id", "string"), ("ingest_id", "string"))
 _PARTS = tuple((c, "string") for c in PARTITION_COLUMNS)
 
 TABLES: dict[str, tuple[tuple[str, str], ...]] = {
     "runs": (
         *_KEYS,
-        ("test", "string"),
         ("started", "string"),
         ("seed", "long"),
         ("backend", "string"),

@@ -103,11 +103,18 @@ def test_reingest_changes_nothing(spark: Any, lake: dict[str, Any]) -> None:
         assert read_table(spark, path, table).count() == count
 
 
-def test_lake_is_partitioned_by_date_workload_and_nemesis(lake: dict[str, Any]) -> None:
-    """Parquet partitions are date=/workload=/nemesis= directories."""
+def test_lake_is_partitioned_by_date_test_workload_and_nemesis(
+    lake: dict[str, Any], store: Store
+) -> None:
+    """Parquet partitions are date=/test=/workload=/nemesis= directories, in every table."""
     dates = {p.name for p in (lake["path"] / "runs").iterdir() if p.is_dir()}
     assert dates == {"date=2026-11-18", "date=2026-11-19", "date=2026-11-20"}
-    leaf = next((lake["path"] / "runs" / "date=2026-11-18").glob("workload=*/nemesis=*"))
+    names = {json.loads((store.root / rid / "test.json").read_text())["name"]
+             for rid in store.runs}  # fmt: skip
+    for table in ("runs", "operations"):
+        tests = {p.name for p in (lake["path"] / table).glob("date=*/test=*")}
+        assert tests == {f"test={n}" for n in names}
+    leaf = next((lake["path"] / "runs").glob("date=2026-11-18/test=*/workload=*/nemesis=*"))
     assert any(leaf.glob("*.parquet"))
 
 
