@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ember.metastore.client import MetaClient, MetaUnavailable
-from ember.placement.peers import Peers
 from ember.raft.facade import change_target
 from ember.rebalance.cancel import Outcome, cancel_outcome
 from ember.runtime import Group, NodeRuntime
+
+if TYPE_CHECKING:  # ember.placement imports this module: importing it here made a cycle
+    from ember.placement.peers import Peers
 
 log = logging.getLogger(__name__)
 RETRY_S = 0.5
