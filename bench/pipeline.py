@@ -1,7 +1,7 @@
 """Benchmark the PySpark pipeline: ingest and analyze throughput, and pandas' limit.
 
 Usage: python bench/pipeline.py [--sizes 1e5,1e6] [--master local[*]] [--dir DIR]
-                                [--run-ops 5000] [--engines rows,spark]
+                                [--run-ops 5000] [--engines rows,spark,columns]
                                 [--no-pandas] [--precheck]
 
 For each size N (history events in the whole store), a store of synthetic
@@ -9,7 +9,9 @@ runs is laid out: a few template runs from harness.synthetic (real checker
 verdicts), copied under fresh run ids until the store holds N events; the
 pipeline cares about volume, not variety. Then, timed: `ingest` (store ->
 lake), once per ingest engine (`--engines`: the rows engine, per-run Python,
-and the Spark engine, side by side in one session), and `analyze` (lake ->
+the Spark engine, Spark's JSON reader, and the columns engine, whole-file
+msgspec decoding; side by side in one session, each into a lake of its own,
+the first paying the session's warm-up), and `analyze` (lake ->
 tables + nightly.html), reported as history events per second with the
 1-minute load average at the end of each stage (the machine may be shared).
 `--precheck` also times the distributed pre-check over one history of about
@@ -184,7 +186,7 @@ def main() -> int:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     p.add_argument("--run-ops", type=int, default=5000, help="client ops per template run")
-    p.add_argument("--engines", default="rows,spark",
+    p.add_argument("--engines", default="rows,spark,columns",
                    help="ingest engines to time, in order (pipeline.ingest.ENGINES)")  # fmt: skip
     p.add_argument("--no-pandas", dest="pandas", action="store_false")
     p.add_argument("--no-spark", dest="spark", action="store_false",

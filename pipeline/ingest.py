@@ -2,14 +2,16 @@
 
 Theory of operation. The driver lists the store's runs and drops those the
 lake's `runs` table already holds (a run's id is its dir relative to the
-store), so ingesting a run twice changes nothing. The rest go to one of two
-engines writing the same lake. "rows" (the default) spreads runs over
-executors, each turning a run into rows with pipeline/extract.py. "spark"
-(pipeline/sparkingest.py) reads every history with Spark's JSON reader and
-derives the per-event columns on Arrow batches; the runs it finds irregular
-go to "rows". A run neither engine can trust becomes a `_skipped` row (its
+store), so ingesting a run twice changes nothing. The rest go to one of three
+engines writing the same lake. "columns" (the default,
+pipeline/columnsingest.py) spreads run dirs over tasks, each decoding a
+history whole with msgspec into Arrow columns; "spark"
+(pipeline/sparkingest.py) reads every history with Spark's JSON reader; both
+derive the per-event columns on Arrow batches with the same code, and hand
+the runs they find irregular to "rows", which turns a run into rows with
+pipeline/extract.py. A run no engine can trust becomes a `_skipped` row (its
 id and the reason), which is logged and kept in `lake/_skipped.json`, never a
-failed job. Both write Parquet files in Spark's layout, partitioned by date,
+failed job. All write Parquet files in Spark's layout, partitioned by date, test,
 workload and nemesis, a run's `runs` row after its other rows: a run is in
 the lake once its `runs` row is. Child rows carry the `ingest_id` of the
 ingest that wrote them, and readers keep only those whose (run_id,
@@ -29,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.store import iter_runs
+from pipeline.columnsingest import ingest_columns
 from pipeline.extract import run_id
 from pipeline.lakefiles import write_part
 from pipeline.lakeversion import check_lake, write_marker
@@ -37,7 +40,7 @@ from pipeline.sparkingest import ingest_spark
 
 log = logging.getLogger("faultline.pipeline")
 SKIPPED_FILE = "_skipped.json"
-ENGINES = ("spark", "rows")
+ENGINES = ("columns", "spark", "rows")  # pipeline/cli.py spells them too
 
 
 @dataclass
@@ -50,7 +53,7 @@ class IngestReport:
     ingested: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     rows: dict[str, int] = field(default_factory=dict)
-    by_rows: int = 0  # runs extracted by the rows engine (with "spark", the irregular ones)
+    by_rows: int = 0  # runs extracted by the rows engine (with another engine, the irregular ones)
     elapsed_s: float = 0.0
 
 
@@ -79,16 +82,17 @@ def ingested_ids(spark: Any, lake: Path) -> set[str]:
 
 
 def ingest(
-    spark: Any, store: Path, lake: Path, *, progress: Any = None, engine: str = "rows"
+    spark: Any, store: Path, lake: Path, *, progress: Any = None, engine: str = "columns"
 ) -> IngestReport:
     """Ingests the store's new runs into the lake; see the module doc.
 
-    `engine` "rows" (the default) extracts each run with per-run Python
-    (pipeline/extract.py); "spark" reads histories with Spark
-    (pipeline/sparkingest.py), handing irregular runs to "rows"; both write
-    the same lake (tests/pipeline/test_engines.py). The default stays "rows":
-    the Spark engine reads a few malformed inputs the rows engine refuses
-    (pipeline/README.md, "Two ingest engines").
+    `engine` "columns" (the default) decodes each history whole into Arrow
+    columns (pipeline/columnsingest.py), "spark" reads them with Spark's JSON
+    reader (pipeline/sparkingest.py); both hand the runs they find irregular
+    to "rows", which extracts each run with per-run Python
+    (pipeline/extract.py). All three write the same lake
+    (tests/pipeline/test_engines.py); "spark" reads a few malformed inputs
+    the rows engine refuses (pipeline/README.md, "Three ingest engines").
     """
     if engine not in ENGINES:
         raise ValueError(f"unknown ingest engine {engine!r}: one of {', '.join(ENGINES)}")
@@ -103,10 +107,12 @@ def ingest(
     report.rows = dict.fromkeys(TABLES, 0)
     if todo:
         write_marker(lake)
-    if todo and engine == "spark":
+    if todo and engine != "rows":
+        reader = "Spark's reader" if engine == "spark" else "whole-file decoding"
         if progress is not None:
-            progress(f"ingesting {len(todo)} runs with Spark's reader")
-        counts, skipped, todo = ingest_spark(spark, str(store), lake, todo, report.ingest_id)
+            progress(f"ingesting {len(todo)} runs with {reader}")
+        fast = ingest_spark if engine == "spark" else ingest_columns
+        counts, skipped, todo = fast(spark, str(store), lake, todo, report.ingest_id)
         report.rows = counts
         report.skipped.extend(skipped)
     if todo:

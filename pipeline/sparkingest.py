@@ -263,9 +263,16 @@ class _Partition:
         self.outcomes: list[tuple[str, str, str | None, str, str | None]] = []
 
     def run(self, run: Any) -> None:
-        """One history file's rows: derives them, and flushes if enough are held."""
+        """One history file's rows as Spark read them (`_by_file`)."""
         file = run.column("_file")[0].as_py()
-        run_dir = Path(unquote(urlparse(file).path)).parent
+        size = run.column("_size")[0].as_py()
+        whole = run.column("_start")[0].as_py() == 0 and run.column("_length")[0].as_py() == size
+        # Spark split the file: no partition holds it whole, so the rows engine takes it.
+        self.take(Path(unquote(urlparse(file).path)).parent, run if whole else None)
+
+    def take(self, run_dir: Path, run: Any) -> None:
+        """One run's history columns (None: hand the run to the rows engine):
+        derives its rows, and flushes if enough are held."""
         rid = run_id(self.store, run_dir)
         outcome, reason, rows = "ok", None, None
         try:
@@ -280,9 +287,8 @@ class _Partition:
 
     def _derive(self, run: Any, run_dir: Path) -> tuple[str, str | None, str | None]:
         meta = read_meta(self.store, str(run_dir))
-        size = run.column("_size")[0].as_py()
-        if run.column("_start")[0].as_py() != 0 or run.column("_length")[0].as_py() != size:
-            return "rows", None, None  # Spark split the file: no partition holds it whole
+        if run is None:
+            return "rows", None, None
         cols = _columns(run)
         if cols is None or _flagged(cols):
             return "rows", None, None  # the rows engine gives the reason, or takes a torn crash
@@ -371,10 +377,8 @@ def ingest_spark(
 
     left = [p for p in todo if not (Path(p) / "history.jsonl").is_file()]
     paths = [str(Path(p) / "history.jsonl") for p in todo if p not in left]
-    counts: dict[str, int] = dict.fromkeys(TABLES, 0)
-    skipped: list[tuple[str, str]] = []
     if not paths:
-        return counts, skipped, left
+        return dict.fromkeys(TABLES, 0), [], left
     where = str(lake)
 
     def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
@@ -402,8 +406,19 @@ def ingest_spark(
         "*", meta.file_path.alias("_file"), meta.file_block_start.alias("_start"),
         meta.file_block_length.alias("_length"), meta.file_size.alias("_size"),
     )  # fmt: skip
+    outcomes = read.mapInArrow(per_partition, _OUTCOME).collect()
+    return gather(outcomes, todo, left)
+
+
+def gather(
+    outcomes: list[Any], todo: list[str], left: list[str]
+) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
+    """The tasks' run outcomes as (rows per table, skipped runs, runs left to
+    the rows engine: `left`, those handed on, and any no task reported)."""
+    counts: dict[str, int] = dict.fromkeys(TABLES, 0)
+    skipped: list[tuple[str, str]] = []
     handled = set()
-    for rid, outcome, reason, run_dir, rows in read.mapInArrow(per_partition, _OUTCOME).collect():
+    for rid, outcome, reason, run_dir, rows in outcomes:
         handled.add(Path(run_dir).resolve())
         # A file Spark split reports from every block: skip it or hand it on once.
         if outcome == "skip":

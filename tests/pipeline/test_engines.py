@@ -1,6 +1,6 @@
-"""The Spark ingest engine writes the lake the rows engine writes.
+"""The Spark and columns ingest engines write the lake the rows engine writes.
 
-Both engines ingest the conftest store (valid, invalid, unknown, crashed runs
+Every engine ingests the conftest store (valid, invalid, unknown, crashed runs
 with a torn last line, corrupt ones) and a second store of histories only the
 rows engine's parser would read the same way by accident: values written
 with spaces, as strings and floats, and histories breaking each of the
@@ -81,46 +81,54 @@ def _odd_store(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def lakes(spark: Any, store: Store, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Both stores ingested by both engines."""
+    """Both stores ingested by every engine."""
     base = tmp_path_factory.mktemp("engines")
     odd = base / "odd"
     out: dict[str, Any] = {"odd": _odd_store(odd)}
     for name, root in (("main", store.root), ("odd", odd)):
-        for engine in ("rows", "spark"):
+        for engine in ("rows", "spark", "columns"):
             lake = base / f"lake-{name}-{engine}"
             out[name, engine] = (lake, ingest(spark, root, lake, engine=engine))
     return out
 
 
+@pytest.mark.parametrize("engine", ["spark", "columns"])
 @pytest.mark.parametrize("store_name", ["main", "odd"])
-def test_spark_engine_writes_the_rows_engines_lake(spark: Any, lakes: dict[str, Any],
-                                                   store_name: str) -> None:  # fmt: skip
+def test_each_engine_writes_the_rows_engines_lake(
+    spark: Any, lakes: dict[str, Any], store_name: str, engine: str
+) -> None:
     """Same rows in every table, same runs skipped for the same reasons."""
     rows_lake, rows = lakes[store_name, "rows"]
-    spark_lake, fast = lakes[store_name, "spark"]
+    spark_lake, fast = lakes[store_name, engine]
     assert sorted(fast.skipped) == sorted(rows.skipped)
     assert fast.rows == rows.rows
     for table in TABLES:
         assert _rows(spark, spark_lake, table) == _rows(spark, rows_lake, table), table
 
 
-def test_the_comparison_has_something_to_compare(lakes: dict[str, Any], store: Store) -> None:
-    """The Spark engine took the regular runs itself (the rows engine only the
+@pytest.mark.parametrize("engine", ["spark", "columns"])
+def test_the_comparison_has_something_to_compare(
+    lakes: dict[str, Any], store: Store, engine: str
+) -> None:
+    """The fast engine took the regular runs itself (the rows engine only the
     crashed ones with a torn line and the one corrupt history), and both lakes
     hold every table."""
     _, rows = lakes["main", "rows"]
-    _, fast = lakes["main", "spark"]
+    _, fast = lakes["main", engine]
     crashed = sum(1 for spec in store.runs.values() if spec.crashed)
     assert fast.by_rows == crashed + 1 == 4
     assert rows.by_rows == rows.found == 70
     assert all(rows.rows[t] > 0 for t in TABLES), rows.rows
 
 
-def test_odd_histories_are_skipped_or_kept_as_the_rows_engine_does(lakes: dict[str, Any]) -> None:
+@pytest.mark.parametrize("engine", ["spark", "columns"])
+def test_odd_histories_are_skipped_or_kept_as_the_rows_engine_does(
+    lakes: dict[str, Any], engine: str
+) -> None:
     """Every rule-breaking history is skipped as malformed; the run with odd
-    values is ingested, by the Spark engine itself."""
+    values is ingested, by the fast engine itself."""
     made = lakes["odd"]
-    _, fast = lakes["odd", "spark"]
+    _, fast = lakes["odd", engine]
     reasons = dict(fast.skipped)
     for rid, what in made.items():
         if what.startswith("spaced"):
