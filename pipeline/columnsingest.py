@@ -8,8 +8,8 @@ per-line Python. Here Spark only spreads the run directories over tasks, as
 the rows engine does; each task reads a run's history.jsonl in one piece and
 decodes it in one msgspec call into typed structs (C, no per-line Python),
 keeping `value` as its raw JSON text (`msgspec.Raw`), and turns the structs
-into Arrow columns with one transpose. From there the run goes through
-exactly the Spark engine's code (`sparkingest._Partition.take`): the same
+into Arrow columns, one list comprehension per field. From there the run
+goes through exactly the Spark engine's code (`sparkingest.RunWriter.take`): the same
 screen, the same derived columns, the same Parquet files, the same small
 tables.
 
@@ -32,7 +32,7 @@ from typing import Any
 import msgspec
 
 from pipeline.schemas import TABLES
-from pipeline.sparkingest import _Partition, gather
+from pipeline.sparkingest import RunWriter, gather
 
 
 class _Line(msgspec.Struct, gc=False):
@@ -115,7 +115,7 @@ def _arrays(lines: list[_Line], process: list[str], value: list[bytes]) -> dict[
 
 def ingest_part(store: str, lake: str, ingest_id: str, task: int, dirs: list[str]) -> list[Any]:
     """One task: its runs' rows written, and each run's outcome."""
-    part = _Partition(store, lake, ingest_id, task)
+    part = RunWriter(store, lake, ingest_id, task)
     for run_dir in dirs:
         try:
             run = history_table((Path(run_dir) / "history.jsonl").read_bytes())
@@ -132,7 +132,8 @@ def ingest_columns(
     """Ingests `todo` (run dirs); returns (rows per table, skipped runs, runs
     left to the rows engine)."""
     left = [p for p in todo if not (Path(p) / "history.jsonl").is_file()]
-    dirs = [p for p in todo if p not in left]
+    missing = set(left)
+    dirs = [p for p in todo if p not in missing]
     if not dirs:
         return dict.fromkeys(TABLES, 0), [], left
     sc = spark.sparkContext

@@ -250,9 +250,10 @@ def _operations(run: Any, cols: _Columns, spans: dict[str, list[tuple[int, int]]
     return pa.RecordBatch.from_arrays(arrays, names=columns("operations")[: len(arrays)])
 
 
-class _Partition:
-    """One Spark partition's runs, written as the rows engine writes a task's
-    (see the module doc, step 4)."""
+class RunWriter:
+    """One task's runs, from Arrow columns to the lake, written as the rows
+    engine writes a task's (see the module doc, step 4); the columns engine
+    (pipeline/columnsingest.py) writes through it too."""
 
     def __init__(self, store: str, lake: str, ingest_id: str, task: int) -> None:
         self.store, self.lake, self.ingest_id, self.task = store, Path(lake), ingest_id, task
@@ -376,7 +377,8 @@ def ingest_spark(
     from pyspark.sql import functions as F  # noqa: N812 - pyspark's own idiom
 
     left = [p for p in todo if not (Path(p) / "history.jsonl").is_file()]
-    paths = [str(Path(p) / "history.jsonl") for p in todo if p not in left]
+    missing = set(left)
+    paths = [str(Path(p) / "history.jsonl") for p in todo if p not in missing]
     if not paths:
         return dict.fromkeys(TABLES, 0), [], left
     where = str(lake)
@@ -384,7 +386,7 @@ def ingest_spark(
     def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        part = _Partition(store, where, ingest_id, TaskContext.get().partitionId())
+        part = RunWriter(store, where, ingest_id, TaskContext.get().partitionId())
         for run in _by_file(batches):
             part.run(run)
         part.flush()
@@ -416,19 +418,18 @@ def gather(
     """The tasks' run outcomes as (rows per table, skipped runs, runs left to
     the rows engine: `left`, those handed on, and any no task reported)."""
     counts: dict[str, int] = dict.fromkeys(TABLES, 0)
-    skipped: list[tuple[str, str]] = []
+    skipped: dict[tuple[str, str], None] = {}  # sets in order: a store holds thousands of runs
+    handed = dict.fromkeys(left)
     handled = set()
     for rid, outcome, reason, run_dir, rows in outcomes:
         handled.add(Path(run_dir).resolve())
         # A file Spark split reports from every block: skip it or hand it on once.
         if outcome == "skip":
-            if (rid, reason) not in skipped:
-                skipped.append((rid, reason))
+            skipped[rid, reason] = None
         elif outcome == "rows":
-            if run_dir not in left:
-                left.append(run_dir)
+            handed[run_dir] = None
         else:
             for table, n in json.loads(rows).items():
                 counts[table] += n
-    left += [p for p in todo if p not in left and Path(p).resolve() not in handled]
-    return counts, skipped, left
+    handed.update((p, None) for p in todo if Path(p).resolve() not in handled)
+    return counts, list(skipped), list(handed)
