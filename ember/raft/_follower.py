@@ -89,7 +89,8 @@ def handle_append(n: RawNode, m: AppendEntries) -> None:
         prev_index = committed
         prev_term = n.log.term(committed) or 0
         if not entries:
-            append_resp(n, m.src, True, committed, read_ctx=m.read_ctx)
+            if m.answer:
+                append_resp(n, m.src, True, committed, read_ctx=m.read_ctx)
             return
     old_last, old_commit = n.log.last_index, n.log.committed
     res = n.log.maybe_append(prev_index, prev_term, entries, m.commit)
@@ -101,7 +102,8 @@ def handle_append(n: RawNode, m: AppendEntries) -> None:
     on_appended(n, [e for e in entries if e.index >= start], truncated=truncated_at is not None)
     if n.log.committed > old_commit:
         on_commit_advanced(n, old_commit)
-    append_resp(n, m.src, True, last_new, read_ctx=m.read_ctx)
+    if m.answer or entries:
+        append_resp(n, m.src, True, last_new, read_ctx=m.read_ctx)
 
 
 def reject_hint(n: RawNode, m: AppendEntries) -> int:

@@ -50,7 +50,8 @@ def describe_message(m: Message) -> str:
     if isinstance(m, AppendEntries):
         ents = " ".join(describe_entry(e) for e in m.entries)
         body = f"prev={m.prev_term}/{m.prev_index} commit={m.commit}"
-        return f"{head} {body}" + (f" [{ents}]" if ents else "")
+        quiet = "" if m.answer else " unanswered"
+        return f"{head} {body}{quiet}" + (f" [{ents}]" if ents else "")
     if isinstance(m, AppendEntriesResp):
         if m.success:
             return f"{head} ok match={m.match_index}"

@@ -89,6 +89,9 @@ class AppendEntries(_Msg, frozen=True, kw_only=True):
     commit: int = 0
     # A ReadIndex heartbeat's context, echoed in the answer (0: none).
     read_ctx: int = 0
+    # False on a heartbeat that only announces a commit to a peer streaming
+    # entries: a successful one is not answered (ember/raft/_leader.py).
+    answer: bool = True
 
 
 class AppendEntriesResp(_Msg, frozen=True, kw_only=True):

@@ -405,3 +405,32 @@ def test_a_peer_whose_last_message_capped_the_commit_still_gets_its_heartbeat():
     assert net.nodes["n3"].log.committed < leader.log.committed
     assert [m.dst for m in _beats(net)] == ["n3"]
     assert net.nodes["n3"].log.committed == leader.log.committed
+
+
+def test_a_commit_announced_to_a_streaming_peer_is_not_answered():
+    """The heartbeat telling replicating peers a new commit asks for no
+    answer; the peers still apply it, and a probing peer's still answers."""
+    net = Net(["n1", "n2", "n3"])
+    net.elect("n1")
+    net.tick(times=3)
+    leader = net.nodes["n1"]
+    net.log.clear()
+    leader.propose(b"x")
+    net.deliver()
+    told = [ln for ln in net.log if ln.startswith("n1->") and "unanswered" in ln]
+    assert told, net.log
+    answers = [ln for ln in net.log if "AppendEntriesResp" in ln]
+    assert len(answers) == 2  # the two acks of the append, nothing for the announcements
+    net.tick("n1")  # a peer told the commit capped at its old match hears the rest now
+    assert all(n.log.committed == leader.log.committed for n in net.nodes.values())
+    assert [e.data for e in net.disks["n3"].applied if e.kind == "normal"] == [b"x"]
+
+    leader.progress("n3").become_probe()
+    leader.progress("n3").probe_sent = True  # its probe is out: no append can go
+    net.log.clear()
+    leader.propose(b"y")
+    net.deliver()
+    beat = [ln for ln in net.log if ln.startswith("n1->n3 AppendEntries") and "[" not in ln]
+    assert beat, net.log
+    assert not any("unanswered" in ln for ln in beat), net.log
+    assert any(ln.startswith("n3->n1 AppendEntriesResp") for ln in net.log)
