@@ -31,7 +31,6 @@ from typing import Any
 
 import msgspec
 
-from pipeline.schemas import TABLES
 from pipeline.sparkingest import RunWriter, gather
 
 
@@ -129,18 +128,13 @@ def ingest_part(store: str, lake: str, ingest_id: str, task: int, dirs: list[str
 def ingest_columns(
     spark: Any, store: str, lake: Path, todo: list[str], ingest_id: str
 ) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
-    """Ingests `todo` (run dirs); returns (rows per table, skipped runs, runs
-    left to the rows engine)."""
-    left = [p for p in todo if not (Path(p) / "history.jsonl").is_file()]
-    missing = set(left)
-    dirs = [p for p in todo if p not in missing]
-    if not dirs:
-        return dict.fromkeys(TABLES, 0), [], left
+    """Ingests `todo` (run dirs, each with a history.jsonl); returns (rows per
+    table, skipped runs, runs left to the rows engine)."""
     sc = spark.sparkContext
     where = str(lake)
-    slices = max(1, min(len(dirs), sc.defaultParallelism * 4))
-    tasks = sc.parallelize(dirs, slices).mapPartitionsWithIndex(
+    slices = max(1, min(len(todo), sc.defaultParallelism * 4))
+    tasks = sc.parallelize(todo, slices).mapPartitionsWithIndex(
         lambda task, it: ingest_part(store, where, ingest_id, task, list(it))
     )
     outcomes = tasks.collect()
-    return gather(outcomes, todo, left)
+    return gather(outcomes, todo)

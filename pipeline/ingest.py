@@ -112,9 +112,14 @@ def ingest(
         if progress is not None:
             progress(f"ingesting {len(todo)} runs with {reader}")
         fast = ingest_spark if engine == "spark" else ingest_columns
-        counts, skipped, todo = fast(spark, str(store), lake, todo, report.ingest_id)
-        report.rows = counts
-        report.skipped.extend(skipped)
+        # A run without a history is the rows engine's to skip, with its reason.
+        readable = [p for p in todo if (Path(p) / "history.jsonl").is_file()]
+        if readable:
+            counts, skipped, left = fast(spark, str(store), lake, readable, report.ingest_id)
+            report.rows = counts
+            report.skipped.extend(skipped)
+            taken = set(readable)
+            todo = [p for p in todo if p not in taken] + left
     if todo:
         report.by_rows = len(todo)
         _ingest_runs(spark, str(store), lake, todo, report, progress)

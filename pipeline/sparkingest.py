@@ -371,16 +371,12 @@ def _settings(spark: Any, settings: dict[str, str]) -> Iterator[None]:
 def ingest_spark(
     spark: Any, store: str, lake: Path, todo: list[str], ingest_id: str
 ) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
-    """Ingests `todo` (run dirs); returns (rows per table, skipped runs, runs
-    left to the rows engine)."""
+    """Ingests `todo` (run dirs, each with a history.jsonl); returns (rows per
+    table, skipped runs, runs left to the rows engine)."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F  # noqa: N812 - pyspark's own idiom
 
-    left = [p for p in todo if not (Path(p) / "history.jsonl").is_file()]
-    missing = set(left)
-    paths = [str(Path(p) / "history.jsonl") for p in todo if p not in missing]
-    if not paths:
-        return dict.fromkeys(TABLES, 0), [], left
+    paths = [str(Path(p) / "history.jsonl") for p in todo]
     where = str(lake)
 
     def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
@@ -409,17 +405,17 @@ def ingest_spark(
         meta.file_block_length.alias("_length"), meta.file_size.alias("_size"),
     )  # fmt: skip
     outcomes = read.mapInArrow(per_partition, _OUTCOME).collect()
-    return gather(outcomes, todo, left)
+    return gather(outcomes, todo)
 
 
 def gather(
-    outcomes: list[Any], todo: list[str], left: list[str]
+    outcomes: list[Any], todo: list[str]
 ) -> tuple[dict[str, int], list[tuple[str, str]], list[str]]:
     """The tasks' run outcomes as (rows per table, skipped runs, runs left to
-    the rows engine: `left`, those handed on, and any no task reported)."""
+    the rows engine: those handed on, and any no task reported)."""
     counts: dict[str, int] = dict.fromkeys(TABLES, 0)
     skipped: dict[tuple[str, str], None] = {}  # sets in order: a store holds thousands of runs
-    handed = dict.fromkeys(left)
+    handed: dict[str, None] = {}
     handled = set()
     for rid, outcome, reason, run_dir, rows in outcomes:
         handled.add(Path(run_dir).resolve())
