@@ -1,21 +1,26 @@
 """Benchmark the PySpark pipeline: ingest and analyze throughput, and pandas' limit.
 
 Usage: python bench/pipeline.py [--sizes 1e5,1e6] [--master local[*]] [--dir DIR]
-                                [--run-ops 5000] [--engines rows,spark,columns]
+                                [--run-ops 5000] [--templates RUN_DIR ...]
+                                [--engines rows,spark,columns]
                                 [--no-pandas] [--precheck]
 
 For each size N (history events in the whole store), a store of synthetic
 runs is laid out: a few template runs from harness.synthetic (real checker
 verdicts), copied under fresh run ids until the store holds N events; the
-pipeline cares about volume, not variety. Then, timed: `ingest` (store ->
-lake), once per ingest engine (`--engines`: the rows engine, per-run Python,
-the Spark engine, Spark's JSON reader, and the columns engine, whole-file
-msgspec decoding; side by side in one session, each into a lake of its own,
-the first paying the session's warm-up), and `analyze` (lake ->
-tables + nightly.html), reported as history events per second with the
-1-minute load average at the end of each stage (the machine may be shared).
-`--precheck` also times the distributed pre-check over one history of about
-N events.
+pipeline cares about volume, not variety. Synthetic runs carry about one
+audit event per hundred history events; a simulated or Docker run of the
+default plan carries about six per ten, and every engine reads those in
+Python, so `--templates` takes real run directories (`faultline run
+--backend sim`) as the templates instead, for the rate a real store gets.
+Then, timed: `ingest` (store -> lake), once per ingest engine (`--engines`:
+the rows engine, per-run Python, the Spark engine, Spark's JSON reader, and
+the columns engine, whole-file msgspec decoding; side by side in one
+session, each into a lake of its own, the first paying the session's
+warm-up), and `analyze` (lake -> tables + nightly.html), reported as history
+events per second with the 1-minute load average at the end of each stage
+(the machine may be shared). `--precheck` also times the distributed
+pre-check over one history of about N events.
 
 For comparison, the pandas route a single process would take (load every
 history into one DataFrame, then the latency-by-phase quantiles) runs in a
@@ -44,15 +49,24 @@ sys.path.insert(0, str(ROOT))
 from harness.synthetic import make_run  # noqa: E402 - after the path fix above
 
 TEMPLATES = ({"valid": True}, {"valid": False}, {"valid": True, "faults": False})
+# What a real run dir holds that ingest never reads (the report and its assets).
+_NOT_INGESTED = shutil.ignore_patterns("*.html", "*.png", "*.log", "assets")
 
 
-def build_store(root: Path, events: int, run_ops: int) -> tuple[int, int]:
-    """A store of about `events` history events; returns (runs, events)."""
+def build_store(
+    root: Path, events: int, run_ops: int, real: list[Path] | None = None
+) -> tuple[int, int]:
+    """A store of about `events` history events; returns (runs, events).
+    Copies of the run dirs `real` if given, else of synthetic runs."""
+    sources = list(real or [])
+    if not sources:
+        for i, kw in enumerate(TEMPLATES):
+            run = make_run(root / "_templates", seed=i + 1, ops=run_ops, name="bench", **kw)
+            sources.append(run.path)
     templates = []
-    for i, kw in enumerate(TEMPLATES):
-        run = make_run(root / "_templates", seed=i + 1, ops=run_ops, name="bench", **kw)
-        lines = sum(1 for line in run.history.read_bytes().splitlines() if line.strip())
-        templates.append((run.path, lines))
+    for src in sources:
+        lines = sum(1 for line in (src / "history.jsonl").read_bytes().splitlines() if line.strip())
+        templates.append((src, lines))
     total, runs = 0, 0
     while total < events:
         src, lines = templates[runs % len(templates)]
@@ -62,10 +76,10 @@ def build_store(root: Path, events: int, run_ops: int) -> tuple[int, int]:
             / "bench"
             / f"202611{day}T{runs // 3600 % 24:02d}{runs // 60 % 60:02d}{runs % 60:02d}-{runs}"
         )
-        shutil.copytree(src, dst)
+        shutil.copytree(src, dst, ignore=_NOT_INGESTED)
         total += lines
         runs += 1
-    shutil.rmtree(root / "_templates")
+    shutil.rmtree(root / "_templates", ignore_errors=True)
     return runs, total
 
 
@@ -118,7 +132,7 @@ def bench_size(spark: Any, base: Path, size: int, args: argparse.Namespace) -> d
 
     store, lake = base / f"store-{size}", base / f"lake-{size}"
     t = time.perf_counter()
-    runs, events = build_store(store, size, args.run_ops)
+    runs, events = build_store(store, size, args.run_ops, args.templates)
     row: dict[str, Any] = {"size": size, "runs": runs, "events": events,
                            "build_s": time.perf_counter() - t}  # fmt: skip
     if args.spark:
@@ -186,6 +200,8 @@ def main() -> int:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     p.add_argument("--run-ops", type=int, default=5000, help="client ops per template run")
+    p.add_argument("--templates", type=Path, nargs="+",
+                   help="real run dirs to copy instead of synthetic runs")  # fmt: skip
     p.add_argument("--engines", default="rows,spark,columns",
                    help="ingest engines to time, in order (pipeline.ingest.ENGINES)")  # fmt: skip
     p.add_argument("--no-pandas", dest="pandas", action="store_false")
@@ -198,6 +214,9 @@ def main() -> int:
         pandas_child(args.pandas_child)
         return 0
     sizes = [int(float(s)) for s in args.sizes.split(",")]
+    for t in args.templates or []:
+        if not (t / "history.jsonl").is_file():
+            p.error(f"--templates: {t} is not a run dir (no history.jsonl)")
     from pipeline.session import spark_session
 
     spark = spark_session(args.master)

@@ -33,7 +33,7 @@ from __future__ import annotations
 import calendar
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, TypeGuard
 
@@ -48,33 +48,96 @@ TIMELINE_FILE = "timeline.json"
 MAX_SLEW = 500e-6  # the most an NTP-disciplined clock slews (the kernel's limit), s per s
 
 
-def read_events(path: str | os.PathLike[str], node: str | None = None) -> list[dict[str, Any]]:
-    """Reads one events.jsonl; fills in `node` where a line lacks it.
+def read_events(
+    path: str | os.PathLike[str], node: str | None = None, kinds: Collection[str] | None = None
+) -> list[dict[str, Any]]:
+    """Reads one events.jsonl; fills in `node` where a line lacks it. With `kinds`,
+    keeps only events of those kinds, with what placing them on the harness's
+    clock needs (each process's first event, with `mono_origin_ns`, and the
+    file's first event, which `history_clock` reads).
 
     Raises HistoryError naming the line of a malformed event (not JSON, not an
-    object, or without a string `kind`).
+    object, or without a string `kind`), kept or not.
     """
     source = os.fspath(path)
-    out: list[dict[str, Any]] = []
     with open(source, "rb") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                ev = _DECODER.decode(line)
-            except msgspec.DecodeError as exc:
-                raise HistoryError(f"{source}: line {lineno}: {exc}") from None
-            if not isinstance(ev.get("kind"), str):
-                raise HistoryError(f"{source}: line {lineno}: event has no string 'kind'")
-            if node is not None:
-                ev.setdefault("node", node)
-            out.append(ev)
+        data = fh.read()
+    wanted = None if kinds is None else _wanted_lines(data, kinds)
+    if wanted is not None:
+        out = [_DECODER.decode(line) for line in wanted]
+    else:
+        out = _decode_lines(source, data)
+        if kinds is not None:
+            out = [ev for i, ev in enumerate(out)
+                   if _wanted(i, ev["kind"], "mono_origin_ns" in ev, kinds)]  # fmt: skip
+    if node is not None:
+        for ev in out:
+            ev.setdefault("node", node)
     return out
 
 
-def load_audit(run_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]]] | None:
+class _Head(msgspec.Struct, gc=False):
+    """The two fields that choose a line; decoding skips the rest unbuilt."""
+
+    kind: Any = None
+    mono_origin_ns: Any = msgspec.UNSET
+
+
+_HEADS = msgspec.json.Decoder(list[_Head])
+
+
+def _wanted_lines(data: bytes, kinds: Collection[str]) -> list[bytes] | None:
+    """The lines `read_events` keeps for `kinds`, from one decoding of the whole
+    file into `_Head`s (most of a run's events are of kinds a reader of a few
+    does not need, and building their dicts was most of the cost); None if any
+    line is malformed or holds more than one event, for `_decode_lines` to name."""
+    body = data.rstrip(b"\n")
+    if not body:
+        return []
+    try:
+        heads = _HEADS.decode(b"[" + body.replace(b"\n", b",") + b"]")
+    except msgspec.DecodeError:
+        return None
+    lines = body.split(b"\n")
+    if len(heads) != len(lines):
+        return None
+    wanted = []
+    for i, head in enumerate(heads):
+        kind = head.kind
+        if kind.__class__ is not str:
+            return None
+        if _wanted(i, kind, head.mono_origin_ns is not msgspec.UNSET, kinds):
+            wanted.append(lines[i])
+    return wanted
+
+
+def _wanted(i: int, kind: str, starts_process: Any, kinds: Collection[str]) -> bool:
+    """Whether `read_events` keeps the i-th event (counting from 0) for `kinds`."""
+    return kind in kinds or i == 0 or bool(starts_process)
+
+
+def _decode_lines(source: str, data: bytes) -> list[dict[str, Any]]:
+    """Every non-blank line decoded on its own; the first malformed one is named."""
+    out: list[dict[str, Any]] = []
+    for lineno, line in enumerate(data.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            ev = _DECODER.decode(line)
+        except msgspec.DecodeError as exc:
+            raise HistoryError(f"{source}: line {lineno}: {exc}") from None
+        if not isinstance(ev.get("kind"), str):
+            raise HistoryError(f"{source}: line {lineno}: event has no string 'kind'")
+        out.append(ev)
+    return out
+
+
+def load_audit(
+    run_dir: str | os.PathLike[str], kinds: Collection[str] | None = None
+) -> dict[str, list[dict[str, Any]]] | None:
     """Loads nodes/<node>/events.jsonl for every node, placed on the harness's
-    clock where the run allows it (`place_events`); None if there are none."""
+    clock where the run allows it (`place_events`); None if there are none.
+    `kinds`: keep only those (`read_events`), for a reader that needs a few."""
     nodes = Path(run_dir) / "nodes"
     if not nodes.is_dir():
         return None
@@ -82,7 +145,7 @@ def load_audit(run_dir: str | os.PathLike[str]) -> dict[str, list[dict[str, Any]
     for node_dir in sorted(nodes.iterdir()):
         path = node_dir / "events.jsonl"
         if path.is_file():
-            audit[node_dir.name] = read_events(path, node_dir.name)
+            audit[node_dir.name] = read_events(path, node_dir.name, kinds)
     if audit:
         place_events(audit, _timeline_doc(run_dir))
     return audit or None

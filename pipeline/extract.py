@@ -121,6 +121,11 @@ def _date(started: str) -> str:
 
 
 AT = "history_ns"  # set on each event by `audit_events`: its place on the history's clock
+CHANGE_KINDS = ("change-stage", "change-done", "change-error")
+REBALANCE_KINDS = ("assignments-written", "rebalance-request", "cancel-request")
+# The only audit events the lake reads (phases, changes, rebalances): a sixth
+# of a simulated run's, so the rest are never built (checkers.audit.read_events).
+LAKE_KINDS = frozenset(CHANGE_KINDS + REBALANCE_KINDS)
 
 
 def audit_events(at: Callable[[dict[str, Any]], int], audit: dict[str, list[dict[str, Any]]]
@@ -145,7 +150,7 @@ def phase_intervals(events: list[dict[str, Any]], end: int) -> list[tuple[str, i
     open_key: dict[str, tuple[str, int]] = {}  # assignment key -> (phase, since)
     for ev in events:
         t, kind, group = ev[AT], ev.get("kind"), str(ev.get("group"))
-        if kind in ("change-stage", "change-done", "change-error"):
+        if kind in CHANGE_KINDS:
             if group in open_stage:
                 was, since = open_stage.pop(group)
                 out.append((was, since, t))
@@ -173,7 +178,7 @@ def changes(events: list[dict[str, Any]], end: int) -> list[dict[str, Any]]:
     found: dict[tuple[str, str], dict[str, Any]] = {}
     for ev in events:
         kind, token = ev.get("kind"), ev.get("token")
-        if kind not in ("change-stage", "change-done", "change-error") or token is None:
+        if kind not in CHANGE_KINDS or token is None:
             continue
         t = ev[AT]
         if kind == "change-stage" and ev.get("stage") == "none":
@@ -197,7 +202,7 @@ def rebalance_rows(events: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
     rows = []
     for ev in events:
         kind = ev.get("kind")
-        if kind not in ("assignments-written", "rebalance-request", "cancel-request"):
+        if kind not in REBALANCE_KINDS:
             continue
         keys = sorted(str(k) for k in ev["keys"]) if isinstance(ev.get("keys"), dict) else None
         revision = ev.get("revision", ev.get("request_revision"))
@@ -262,7 +267,7 @@ def with_audit(meta: RunMeta) -> RunMeta:
     """`meta` with its audit events read and placed (after the history, as the
     reasons of a run malformed twice over are given)."""
     try:
-        by_node = load_audit(meta.run_dir) or {}
+        by_node = load_audit(meta.run_dir, LAKE_KINDS) or {}
     except (HistoryError, OSError) as exc:
         raise SkipRunError(f"malformed audit log: {exc}") from None
     at = run_clock(meta.run_dir, by_node)  # the one mapping to history time (module doc)
