@@ -1,7 +1,7 @@
 """Benchmark the PySpark pipeline: ingest and analyze throughput, and pandas' limit.
 
 Usage: python bench/pipeline.py [--sizes 1e5,1e6] [--master local[*]] [--dir DIR]
-                                [--run-ops 5000] [--templates RUN_DIR ...]
+                                [--run-ops 5000] [--sim-runs N | --templates RUN_DIR ...]
                                 [--engines rows,spark,columns]
                                 [--no-pandas] [--precheck]
 
@@ -11,8 +11,9 @@ verdicts), copied under fresh run ids until the store holds N events; the
 pipeline cares about volume, not variety. Synthetic runs carry about one
 audit event per hundred history events; a simulated or Docker run of the
 default plan carries about six per ten, and every engine reads those in
-Python, so `--templates` takes real run directories (`faultline run
---backend sim`) as the templates instead, for the rate a real store gets.
+Python, so `--sim-runs N` runs the default plan under the simulator N times
+(seeds 1..N, about 10 s each) and copies those instead, for the rate a real
+store gets; `--templates` takes run directories you already have.
 Then, timed: `ingest` (store -> lake), once per ingest engine (`--engines`:
 the rows engine, per-run Python, the Spark engine, Spark's JSON reader, and
 the columns engine, whole-file msgspec decoding; side by side in one
@@ -51,6 +52,17 @@ from harness.synthetic import make_run  # noqa: E402 - after the path fix above
 TEMPLATES = ({"valid": True}, {"valid": False}, {"valid": True, "faults": False})
 # What a real run dir holds that ingest never reads (the report and its assets).
 _NOT_INGESTED = shutil.ignore_patterns("*.html", "*.png", "*.log", "assets")
+
+
+def sim_runs(root: Path, count: int) -> list[Path]:
+    """`count` simulated runs of the default plan (seeds 1..count) under `root`."""
+    for seed in range(1, count + 1):
+        cmd = [sys.executable, "-m", "harness.cli", "run", "--backend", "sim", "--seed",
+               str(seed), "--store", str(root), "--name", "bench-sim", "--no-progress"]  # fmt: skip
+        # Exit 1 is an invalid verdict: still a real run to copy.
+        if subprocess.run(cmd, cwd=ROOT, capture_output=True, check=False).returncode > 1:
+            sys.exit(f"bench: the simulated run of seed {seed} failed: {' '.join(cmd)}")
+    return sorted(p.parent for p in (root / "bench-sim").glob("*/history.jsonl"))
 
 
 def build_store(
@@ -200,8 +212,15 @@ def main() -> int:
     p.add_argument("--master", default="local[*]")
     p.add_argument("--dir", type=Path, help="scratch directory (default: a temp dir)")
     p.add_argument("--run-ops", type=int, default=5000, help="client ops per template run")
-    p.add_argument("--templates", type=Path, nargs="+",
-                   help="real run dirs to copy instead of synthetic runs")  # fmt: skip
+    real = p.add_mutually_exclusive_group()
+    real.add_argument(
+        "--sim-runs",
+        type=int,
+        metavar="N",
+        help="copy N simulated runs of the default plan, not synthetic runs",
+    )
+    real.add_argument("--templates", type=Path, nargs="+",
+                      help="real run dirs to copy instead of synthetic runs")  # fmt: skip
     p.add_argument("--engines", default="rows,spark,columns",
                    help="ingest engines to time, in order (pipeline.ingest.ENGINES)")  # fmt: skip
     p.add_argument("--no-pandas", dest="pandas", action="store_false")
@@ -222,7 +241,11 @@ def main() -> int:
     spark = spark_session(args.master)
     base = Path(tempfile.mkdtemp(prefix="faultline-bench-", dir=args.dir))
     try:
-        print(f"cores: {os.cpu_count()}, memory: {_mem_gb():.1f} GB, master: {args.master}")
+        if args.sim_runs:
+            args.templates = sim_runs(base / "sim", args.sim_runs)
+        kind = f"copies of {len(args.templates)} real runs" if args.templates else "synthetic runs"
+        print(f"cores: {os.cpu_count()}, memory: {_mem_gb():.1f} GB, master: {args.master}, "
+              f"store: {kind}")  # fmt: skip
         for size in sizes:
             row = bench_size(spark, base, size, args)
             print(_format(row), flush=True)
