@@ -25,6 +25,7 @@ import shlex
 import shutil
 import signal
 import sys
+import tempfile
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
@@ -64,12 +65,46 @@ def parse_budget(text: str) -> tuple[float | None, int | None]:
     return value * {"s": 1, "m": 60, "h": 3600}[unit], None
 
 
-def _pool(workers: int) -> ProcessPoolExecutor:
+def _pool(workers: int, scratch: Path) -> ProcessPoolExecutor:
+    """Workers that play runs; their temporary files go under `scratch`
+    (`_scratch_root`), which the caller removes once the pool is down."""
     # spawn: the parent may have threads (rich's refresher); a fork would copy their locks.
     return ProcessPoolExecutor(
         workers, mp_context=multiprocessing.get_context("spawn"),
-        initializer=_die_with_parent, initargs=(os.getpid(),),
+        initializer=_worker_start, initargs=(os.getpid(), str(scratch)),
     )  # fmt: skip
+
+
+SCRATCH_PREFIX = "faultline-workers-"
+
+
+def _scratch_root() -> Path:
+    """One directory for every temporary file the workers make (each run's
+    scratch, the simulator's disks). A killed worker's `finally` never runs,
+    and the workers are killed whenever explore or shrink stops early, so
+    their leftovers are removed with this directory by the parent, which
+    also removes the directories of earlier parents that were SIGKILLed (its
+    name carries the parent's pid)."""
+    for old in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
+        pid = old.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(old, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
+def _worker_start(parent: int, scratch: str) -> None:
+    _die_with_parent(parent)
+    tempfile.tempdir = scratch
 
 
 def _die_with_parent(parent: int) -> None:
@@ -172,7 +207,8 @@ def _explore_cmd(args: argparse.Namespace) -> int:
             return False
         return seconds is None or time.monotonic() - tally.started < seconds
 
-    pool = _pool(workers)
+    scratch = _scratch_root()
+    pool = _pool(workers, scratch)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         live = (
@@ -204,6 +240,7 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         for fut in running:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         cov_path.parent.mkdir(parents=True, exist_ok=True)
         cov_path.write_bytes(coverage.dump())
     wall = time.monotonic() - tally.started
@@ -269,7 +306,8 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    pool = _pool(args.workers or os.cpu_count() or 1)
+    workers_scratch = _scratch_root()
+    pool = _pool(args.workers or os.cpu_count() or 1, workers_scratch)
     scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"faultline-shrink-{os.getpid()}"
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
@@ -292,6 +330,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
         shutil.rmtree(scratch, ignore_errors=True)  # the failing candidates' run dirs
+        shutil.rmtree(workers_scratch, ignore_errors=True)
     kept = emitted_numbers(small, len(final.fault_kinds))
     print(
         f"shrunk: faults {len(faults)} -> {len(final.fault_kinds)} "
