@@ -111,9 +111,9 @@ def _wanted_lines(data: bytes, kinds: Collection[str]) -> list[bytes] | None:
     return wanted
 
 
-def _wanted(i: int, kind: str, starts_process: Any, kinds: Collection[str]) -> bool:
+def _wanted(i: int, kind: str, starts_process: bool, kinds: Collection[str]) -> bool:
     """Whether `read_events` keeps the i-th event (counting from 0) for `kinds`."""
-    return kind in kinds or i == 0 or bool(starts_process)
+    return kind in kinds or i == 0 or starts_process
 
 
 def _decode_lines(source: str, data: bytes) -> list[dict[str, Any]]:

@@ -24,6 +24,7 @@ import re
 import shlex
 import shutil
 import signal
+import socket
 import sys
 import tempfile
 import time
@@ -45,6 +46,7 @@ from harness.explore import RunSummary, choose, explored_plan, play
 from harness.shrink import MAX_RUNS, Shrinker, Step
 from harness.shrink_inputs import ShrinkError, emitted_numbers, onset_of, summary_of, target_of
 from harness.store import DEFAULT_ROOT
+from nemesis.journal import owner, owner_state
 
 COVERAGE_FILE = Path("explore") / "coverage.json"
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -84,22 +86,14 @@ def _scratch_root() -> Path:
     and the workers are killed whenever explore or shrink stops early, so
     their leftovers are removed with this directory by the parent, which
     also removes the directories of earlier parents that were SIGKILLed (its
-    name carries the parent's pid)."""
+    name carries the parent's pid and start time: `nemesis.journal`'s owner)."""
     for old in Path(tempfile.gettempdir()).glob(f"{SCRATCH_PREFIX}*"):
-        pid = old.name.removeprefix(SCRATCH_PREFIX).split("-", 1)[0]
-        if pid.isdigit() and not _alive(int(pid)):
+        pid, _, rest = old.name.removeprefix(SCRATCH_PREFIX).partition("-")
+        started = rest.partition("-")[0]
+        if pid.isdigit() and owner_state(socket.gethostname(), int(pid), started) == "dead":
             shutil.rmtree(old, ignore_errors=True)
-    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-"))
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process
-        return True
-    return True
+    me = owner()
+    return Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{me['pid']}-{me['started']}-"))
 
 
 def _worker_start(parent: int, scratch: str) -> None:
@@ -308,7 +302,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
 
     workers_scratch = _scratch_root()
     pool = _pool(args.workers or os.cpu_count() or 1, workers_scratch)
-    scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"faultline-shrink-{os.getpid()}"
+    scratch = workers_scratch / "candidates"  # the failing candidates' run dirs
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         shrinker = Shrinker(plan, target, pool, scratch, start, on_run, on_step, args.max_runs,
@@ -329,7 +323,6 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        shutil.rmtree(scratch, ignore_errors=True)  # the failing candidates' run dirs
         shutil.rmtree(workers_scratch, ignore_errors=True)
     kept = emitted_numbers(small, len(final.fault_kinds))
     print(
