@@ -194,9 +194,6 @@ class _Partition:
         self.group = f"part-{part[1]}"
         self.commits = commits
         self.out = out
-        # The peer set the partition is heading to: the newest pending or
-        # planned written, or a cancel's old set once a cancel is written.
-        self.target: tuple[str, ...] | None = None
 
     def apply(self, ev: dict[str, Any]) -> None:
         """Checks one write against the state before it, then applies it."""
@@ -212,10 +209,6 @@ class _Partition:
             new = change.get("new") if isinstance(change, dict) else change
             self.state[key] = new
             self.written_at[key] = ev["revision"]
-            if key in ("pending", "planned", "stable") and peers_of(new):
-                self.target = peers_of(new) if key != "stable" else self.target or peers_of(new)
-            elif key == "cancel" and isinstance(new, dict) and peers_of(new.get("old")):
-                self.target = peers_of(new.get("old"))
         if peers_of(self.state.get("planned")) and not peers_of(self.state.get("pending")):
             self.flag("planned-without-pending", "planned is set but pending is empty", ev)
         self._check_cleared_together(ev, had_cancel)

@@ -190,9 +190,9 @@ def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[s
 
     The target is the newest pending or planned written; a trigger that
     deletes planned because pending already is its target (invokes.py)
-    makes pending the target again, unless a cancel of it is outstanding; a
-    cancel makes its old side the target and its new side legal too
-    (cannot-cancel), until the next pending or planned. With no trigger at
+    makes pending the target again, or, while a cancel of it is outstanding,
+    the cancel's two sides; a cancel makes its old side the target and its
+    new side legal too (cannot-cancel), until the next pending or planned. With no trigger at
     all, the first stable is its own target.
     """
     writes: dict[tuple[Any, Any], dict[int, dict[str, Any]]] = {}
@@ -214,10 +214,15 @@ def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[s
                 if peers_of(keys.get(kind)):
                     target, cancel_new = peers_of(keys[kind]), None
             deleted_planned = "planned" in keys and not peers_of(keys["planned"])
-            # Under a cancel of that pending the cancel decides, old or new (seed 67).
-            cancelling = isinstance(state.get("cancel"), dict)
-            if deleted_planned and "pending" not in keys and not cancelling:
-                target = peers_of(state.get("pending")) or target
+            outstanding = state.get("cancel")
+            if deleted_planned and "pending" not in keys:
+                if isinstance(outstanding, dict):
+                    # Under a cancel of that pending the cancel decides, old or
+                    # new (seed 67), whatever planned was written since it.
+                    target = peers_of(outstanding.get("old")) or target
+                    cancel_new = peers_of(outstanding.get("new"))
+                else:
+                    target = peers_of(state.get("pending")) or target
             cancel = keys.get("cancel")
             if isinstance(cancel, dict):
                 target = peers_of(cancel.get("old")) or target

@@ -132,6 +132,22 @@ def test_a_planned_deleted_under_a_cancel_leaves_the_cancel_deciding() -> None:
     assert end_targets(audit) == {("default", 0): {("n1",), ("n2",)}}
 
 
+def test_a_planned_written_after_a_cancel_then_deleted_leaves_the_cancel_deciding() -> None:
+    """A cancel of pending A, then planned B written and deleted again by a
+    trigger asking A: the cancel decides, old or A, not B (docker mix seed 9091
+    ended at A after a cannot-cancel and was wrongly flagged stable-not-target)."""
+    cancel = {"old": ["n1"], "new": ["n2"], "pending_revision": 3}
+    audit = {"n1": [_write(2, stable=["n1"]), _write(3, pending=["n2"]),
+                    _write(4, cancel=cancel), _write(6, planned=["n3"]),
+                    _write(8, planned=None),
+                    _write(9, stable=["n2"], pending=None, cancel=None)]}  # fmt: skip
+    assert end_targets(audit) == {("default", 0): {("n1",), ("n2",)}}
+    audit["n1"].insert(4, _write(7, planned=["n3", "n4"]))  # a later planned alone is kept
+    audit["n1"].pop()
+    audit["n1"].pop()
+    assert end_targets(audit) == {("default", 0): {("n3", "n4")}}
+
+
 def test_metastore_traffic_alone_is_checked_with_its_revisions() -> None:
     """etcd's metastore runs: nothing else writes the store, so a read at a
     revision no write made is flagged, watches and compactions beside it or
