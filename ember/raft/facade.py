@@ -136,8 +136,9 @@ class Status(msgspec.Struct, kw_only=True):
 def change_target(node: RawNode) -> ConfState | None:
     """The target configuration of the membership change `node` is driving.
 
-    None when no change is in progress (Status.stage "none"), which includes
-    every non-leader: only a leader drives a change. Read-only; it lets a
+    None when no change is in progress, which includes every non-leader (only
+    a leader drives a change) and a new leader whose inherited configuration
+    is not committed yet (Status.stage "stable", with no target of its own). Read-only; it lets a
     driver tell which change a stage belongs to (e.g. a rebalance cancel
     checks the change in flight is the one it names) without the core's
     internals.

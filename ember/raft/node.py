@@ -209,7 +209,11 @@ class RawNode:
         ticket = ChangeTicket(
             id=self._tickets, token=token, peers=target.peers, learners=target.learners
         )
-        if not self.conf.is_joint and confchange.same_members(self.conf, target):
+        if (
+            not self.conf.is_joint
+            and self._conf_committed()
+            and confchange.same_members(self.conf, target)
+        ):
             mem.finish_ticket(self, ticket, True, None, "configuration already in place")
             return ticket
         if self._ctx is not None or self.conf.is_joint:
@@ -321,6 +325,17 @@ class RawNode:
         if rd.committed_entries:
             self.log.applied_to(rd.committed_entries[-1].index)
 
+    def _conf_committed(self) -> bool:
+        return self.conf_index <= self.log.committed
+
+    def _idle_stage(self) -> str:
+        """The stage of a node driving no change. A new leader may inherit C(new)
+        appended but not committed; as in jraft (whose new leader re-appends its
+        configuration and waits in STAGE_STABLE) it is in the stable stage
+        until that entry commits: a driver that took it for done wrote stable
+        before the group committed it (M1; sim seed 7058 of the cancel-race mix)."""
+        return "stable" if self.role == "leader" and not self._conf_committed() else "none"
+
     def status(self) -> Status:
         """A copy of the node's state."""
         progress: dict[NodeId, int] = {}
@@ -337,7 +352,7 @@ class RawNode:
             applied=self.log.applied,
             last_index=self.log.last_index,
             conf=self.conf,
-            stage=self._ctx.stage.value if self._ctx else "none",
+            stage=self._ctx.stage.value if self._ctx else self._idle_stage(),
             token=self.conf_token,
             progress=progress,
         )

@@ -407,10 +407,17 @@ def test_change_waits_for_the_configuration_in_force_to_commit():
     new = net.nodes["n2"]
     assert new.role == "leader"
     assert new.conf_index > new.log.committed
+    # Until it commits, the change is not over: a driver polling the leader's
+    # status must not take the inherited C(new) for done (M1).
+    assert new.status().stage == "stable"
     with pytest.raises(ChangeBusy, match=r"not committed yet"):
         new.change_peers(["n2", "n3", "n4"], token=2)
+    with pytest.raises(ChangeBusy, match=r"not committed yet"):
+        new.change_peers(["n1", "n2", "n3", "n4"], token=1)  # not "already in place"
     net.drop = lambda m: False
     net.tick(times=3)
+    assert new.status().stage == "none"
+    assert new.change_peers(["n1", "n2", "n3", "n4"], token=1).done
     assert new.change_peers(["n2", "n3", "n4"], token=2).id > 0
 
 
