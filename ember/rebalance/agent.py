@@ -15,7 +15,9 @@ rebalance's repeat finds the group already there and answers done.
 A rebalance job: await-replica (every new peer answers and hosts the
 group), changePeers to the group's Raft leader with token = the pending
 key's revision, then wait for the leader's rebalance-done / rebalance-error
-/ leader-elected event (or poll the leader when none comes). Done: the one
+/ leader-elected event (or poll the leader when none comes). Before each
+changePeers the job reads pending afresh and stops if it is no longer the
+write it serves: a primary replaced while cut off is never told. Done: the one
 atomic done invoke (ember.rebalance.invokes). An error with a status (the
 change failed, e.g. ECATCHUP) is unrecoverable for this attempt: the
 primary writes cancel = (old, new) naming the pending revision, and the
@@ -151,7 +153,8 @@ class PrimaryAgent:
         self._audit(event, direction="received", **fields)
         job = self.jobs.get(name)
         pending_rev = int(body["pending_revision"])
-        finished = job is not None and job.state in ("done", "already-done", "failed")
+        finished = job is not None and job.state in ("done", "already-done", "failed",
+                                                     "superseded")  # fmt: skip
         if job is not None and (job.kind, job.pending_revision) == (kind, pending_rev) \
                 and not finished:  # fmt: skip
             # The same rebalance asked again: the running job now answers this request
@@ -231,10 +234,16 @@ class PrimaryAgent:
                 if st["stage"] == "none":
                     break  # done (also a repeat of a finished rebalance)
             elif leader is not None and st is not None and st["stage"] == "none":
-                code, answer = await self.peers.call(leader, "POST", "/admin/change-peers/submit",
-                                                     body)  # fmt: skip
-                if code not in (202, 409, 421):
-                    log.info("change-peers on %s for %s: %s %s", leader, group, code, answer)
+                serves = await self._serves_pending(job)
+                if serves is False:
+                    self._drop_superseded(job)
+                    return
+                if serves:
+                    code, answer = await self.peers.call(
+                        leader, "POST", "/admin/change-peers/submit", body
+                    )
+                    if code not in (202, 409, 421):
+                        log.info("change-peers on %s for %s: %s %s", leader, group, code, answer)
             await self._wait_event(job)
             failed = [e for e in job.events if _failed(e, job.pending_revision)]
             if failed:
@@ -242,6 +251,30 @@ class PrimaryAgent:
                 return
             job.events.clear()
         await self._finish(job, target)
+
+    async def _serves_pending(self, job: Job) -> bool | None:
+        """Whether pending is still the write this job serves, read fresh before
+        each change the job starts (None: the metastore did not answer).
+
+        A primary the driver replaced without a revoke (it was cut off from
+        the driver then) is told nothing, and its job re-submitted a
+        rebalance that had since been cancelled and replaced: the group moved
+        to peers no assignment named any more, and the cancel of the next
+        pending could never resolve (sim seed 7125 of the cancel-race mix).
+        The raft token does not fence it: the revert to old wrote no
+        configuration, so the token in force stayed below the stale one."""
+        try:
+            rec = await self.meta.get(key(job.zone, job.partition, "pending"))
+        except MetaUnavailable:
+            return None
+        return rec.get("mod_revision") == job.pending_revision
+
+    def _drop_superseded(self, job: Job) -> None:
+        job.state = "superseded"
+        self._audit("rebalance-request", direction="dropped", zone=job.zone,
+                    partition=job.partition, request_revision=job.request_revision,
+                    last_seen_revision=self.last_seen.get(f"{job.zone}/{job.partition}", 0),
+                    peers=job.new, reason="pending replaced")  # fmt: skip
 
     async def _wait_event(self, job: Job) -> None:
         await wait_set(job.wake, EVENT_WAIT_S)
