@@ -102,9 +102,10 @@ class World:
         try:
             await serve(node.config, started)
         except (OSError, RuntimeError, ValueError) as err:
-            if not self.loop.is_running():
+            if not self.loop.is_running() or not proc.alive:
                 # The run is over and the loop is ending every process (the
-                # power-off of `_abandon`): not something the node did.
+                # power-off of `_abandon`), or this incarnation was killed:
+                # not something the node did.
                 raise
             # What the daemon prints and exits 1 for; in the simulation, a finding.
             self.failures.append(f"{proc.name}: {type(err).__name__}: {err}")
