@@ -138,8 +138,13 @@ def handle_vote(n: RawNode, m: RequestVote) -> None:
 
 
 def handle_vote_resp(n: RawNode, m: RequestVoteResp) -> None:
-    """Count a vote; a decided election makes us leader or follower."""
-    if n.role != "candidate":
+    """Count a vote; a decided election makes us leader or follower.
+
+    A candidate whose election timed out is pre-voting for the next term (its
+    role stays candidate) and `_votes` holds that round's Pre-Votes: a late
+    vote of this term counted with them made a leader of term 6 from two real
+    votes of five (sim seed 9143 of the cancel-race mix, election-quorum)."""
+    if n.role != "candidate" or n._prevoting:
         return
     n._votes[m.src] = m.granted
     result = quorum.joint_vote(n._vote_conf(), n._votes)

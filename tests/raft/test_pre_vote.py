@@ -2,6 +2,7 @@
 from its group keeps its term and rejoining does not depose a working leader."""
 
 from ember.raft import RaftConfig, RequestVote
+from ember.raft import _election as election
 from ember.raft.messages import RequestVoteResp
 
 from .driver import Net
@@ -105,3 +106,22 @@ def test_a_dead_leader_is_replaced_one_term_later():
     assert leader is not None
     assert leader.id != "n1"
     assert leader.term == 2
+
+
+def test_a_late_vote_is_not_counted_with_the_next_rounds_pre_votes():
+    """A candidate that timed out pre-votes for term + 1; a vote of its old term
+    arriving then must not join those Pre-Votes into a quorum (sim seed 9143)."""
+    net = Net(["n1", "n2", "n3", "n4", "n5"])
+    n4 = net.nodes["n4"]
+    election.campaign(n4, force=False)
+    term = n4.term
+    election.pre_campaign(n4)  # its election timed out: the next round begins
+    election.handle_pre_vote_resp(
+        n4,
+        RequestVoteResp(group=n4.group, src="n1", dst="n4", term=term + 1, granted=True, pre=True),
+    )
+    election.handle_vote_resp(
+        n4, RequestVoteResp(group=n4.group, src="n2", dst="n4", term=term, granted=True)
+    )
+    assert n4.role == "candidate"  # two real votes of five are no quorum
+    assert n4.term == term
