@@ -192,8 +192,8 @@ def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[s
     deletes planned because pending already is its target (invokes.py)
     makes pending the target again, or, while a cancel of it is outstanding,
     the cancel's two sides; a cancel makes its old side the target and its
-    new side legal too (cannot-cancel), until the next pending or planned. With no trigger at
-    all, the first stable is its own target.
+    new side legal too (cannot-cancel), until the next pending or planned.
+    With no trigger at all, the first stable is its own target.
     """
     writes: dict[tuple[Any, Any], dict[int, dict[str, Any]]] = {}
     for node in sorted(audit):

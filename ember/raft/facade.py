@@ -138,10 +138,10 @@ def change_target(node: RawNode) -> ConfState | None:
 
     None when no change is in progress, which includes every non-leader (only
     a leader drives a change) and a new leader whose inherited configuration
-    is not committed yet (Status.stage "stable", with no target of its own). Read-only; it lets a
-    driver tell which change a stage belongs to (e.g. a rebalance cancel
-    checks the change in flight is the one it names) without the core's
-    internals.
+    is not committed yet (Status.stage "stable", with no target of its own).
+    Read-only; it lets a driver tell which change a stage belongs to (e.g. a
+    rebalance cancel checks the change in flight is the one it names) without
+    the core's internals.
     """
     ctx = node._ctx  # inside the core package: drivers outside it call this instead
     return ctx.target if ctx is not None else None
