@@ -26,6 +26,9 @@ Theory of operation
 from __future__ import annotations
 
 import os
+import pickle
+import shutil
+import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from typing import Any
@@ -191,11 +194,13 @@ def _stale_result(
     )  # fmt: skip
 
 
-def _check_chunk(
-    args: tuple[Model, list[tuple[Any, list[LinOp]]], Budget],
-) -> list[PartitionResult]:
-    """Pool task: check partitions in order, stopping at the first failure."""
-    model, chunk, budget = args
+def _check_chunk(args: tuple[Model, str, Budget]) -> list[PartitionResult]:
+    """Pool task: check the partitions pickled at a path, in order, stopping
+    at the first failure."""
+    model, path, budget = args
+    with open(path, "rb") as f:
+        chunk: list[tuple[Any, list[LinOp]]] = pickle.load(f)
+    os.unlink(path)  # read once; a later round spills its own chunks
     results = []
     for key, ops in chunk:
         result = check_partition(model, key, ops, budget)
@@ -230,6 +235,8 @@ class _Runner:
         self.workers = workers
         self.use_pool = use_pool
         self._pool: Any = None
+        self._spool: str | None = None  # temporary directory of pickled chunks
+        self._spilled = 0
         # In-process rank-order searches stopped at a step limit, by key,
         # resumed by the next rank-order round instead of starting over.
         self._paused: dict[str, Search] = {}
@@ -251,7 +258,8 @@ class _Runner:
 
         if self._pool is None:
             self._pool = multiprocessing.get_context("spawn").Pool(self.workers)
-        tasks = [(self.model, c, budget) for c in _chunks(parts, self.workers * 8)]
+            self._spool = tempfile.mkdtemp(prefix="faultline-lin-")
+        tasks = [(self.model, self._spill(c), budget) for c in _chunks(parts, self.workers * 8)]
         done: set[str] = set()
         results_of = self._pool.imap_unordered(_check_chunk, tasks)
         for _ in tasks:
@@ -269,12 +277,31 @@ class _Runner:
             done.update(repr(r.key) for r in results)
             yield from results
 
+    def _spill(self, chunk: list[tuple[Any, list[LinOp]]]) -> str:
+        """Pickle a chunk to a file in the spool and return its path.
+
+        A task sent down the pool's pipe must stay far smaller than the pipe's
+        buffer: Pool.terminate() can lose the race with its task handler
+        thread, which then blocks for ever writing a large task nobody will
+        read (CI hung 600 s in terminate after a failing key ended the check
+        early). Paths are a few hundred bytes, so no put ever blocks."""
+        assert self._spool is not None, "spill before the pool exists"
+        self._spilled += 1
+        path = os.path.join(self._spool, f"chunk-{self._spilled}.pickle")
+        with open(path, "wb") as f:
+            pickle.dump(chunk, f, protocol=pickle.HIGHEST_PROTOCOL)
+        return path
+
     def close(self) -> None:
-        """Kill the pool's workers, whatever they are doing."""
+        """Kill the pool's workers, whatever they are doing, and remove the
+        spooled chunks."""
         if self._pool is not None:
             self._pool.terminate()
             self._pool.join()
             self._pool = None
+        if self._spool is not None:
+            shutil.rmtree(self._spool, ignore_errors=True)
+            self._spool = None
 
 
 def _lost(parts: list[tuple[Any, list[LinOp]]], done: set[str]) -> Iterator[PartitionResult]:

@@ -56,3 +56,34 @@ def test_pool_gives_the_same_verdicts_and_stops_at_a_failure() -> None:
     assert result.failure is not None
     assert result.failure.key == "5"
     assert result.failure.unplaceable[0].op.id == ops[i].id
+
+
+def test_pool_tasks_stay_small_and_the_spool_is_removed(monkeypatch, tmp_path) -> None:
+    """Every task sent down the pool's pipe pickles far below the pipe's
+    buffer, however many ops its chunk holds: Pool.terminate() can lose a race
+    with its task handler, which then blocks for ever on a large write (a CI
+    run hung there). The chunks' spool directory is gone after the check."""
+    import importlib
+    import multiprocessing.pool
+    import pickle
+    import tempfile
+
+    check_module = importlib.import_module("checkers.linearizability.check")
+
+    sizes: list[int] = []
+    imap = multiprocessing.pool.Pool.imap_unordered
+
+    def recording_imap(self, func, iterable, chunksize=1):
+        tasks = list(iterable)
+        sizes.extend(len(pickle.dumps(t)) for t in tasks)
+        return imap(self, func, tasks, chunksize)
+
+    monkeypatch.setattr(multiprocessing.pool.Pool, "imap_unordered", recording_imap)
+    monkeypatch.setattr(check_module, "_POOL_MIN_OPS", 1_000)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    spec = SynthSpec(model="kv", ops=6_000, keys=4, clients=10, seed=3)
+    result = check(synthesize(spec, MODELS["kv"]), "kv", workers=2)
+    assert result.valid is True
+    assert sizes, "the check did not use the pool"
+    assert max(sizes) < 4096
+    assert list(tmp_path.iterdir()) == []
