@@ -56,6 +56,8 @@ KNOWN: dict[str, str] = {
     "joint entry commits instead of the stable one",
     "placement.trust-own-clock": "planted: an active placement driver neither reads nor "
     "renews its lease while its own wall clock says the lease is still valid",
+    "rebalance.primary-ignores-lease": "planted: a primary acts on (and keeps its jobs) "
+    "after its lease ran out or was taken over",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

@@ -19,8 +19,9 @@ resumes from the last revision it saw, on any metastore node; a compacted
 revision makes it start again from the next tick's fresh read). Every watch
 event runs a tick at once, so a zone alter, a data-node write, a trigger's
 pending or a cancel is acted on without waiting for a timer. A slow
-periodic tick (`tick_s`) remains for what no key announces: renewing the
-leases, probing the nodes for the data nodes, and resending requests.
+periodic tick (`tick_s`) remains for what no key announces: renewing its
+lease, watching the primaries' leases, probing the nodes for the data
+nodes, and resending requests.
 
 Each tick the active driver:
 
@@ -33,10 +34,12 @@ Each tick the active driver:
    writes `data_nodes` when they change;
 4. for each partition whose trigger (the newest of the zone config and data
    nodes revisions) it has not applied, runs the trigger invoke;
-5. grants or renews the primary-replica lease of each partition (a live
-   stable peer, the group's leader when it is one); a new primary is told
+5. grants the primary-replica lease of each partition that has no live
+   holder in stable (a live stable peer, the group's leader when it is
+   one); the holder renews it itself (`_lease`, ember.rebalance.agent); a
+   new primary, or one this driver did not grant, is told
    `last_seen_revision` = current revision - 1, and a primary that left
-   stable hands over first;
+   stable is revoked first;
 6. sends CancelRebalance if `cancel` is set (cancel wins), else Rebalance if
    `pending` is set, to the primary, stamped with the current revision;
    repeats are harmless (requests are idempotent) and resent periodically.
@@ -64,6 +67,7 @@ from ember.placement.peers import Peers
 from ember.placement.watch import ZoneWatch
 from ember.rebalance.invokes import done_invoke, trigger_invoke
 from ember.rebalance.keys import assignments_prefix, config_key, data_nodes_key, key
+from ember.rebalance.lease import LEASE_MARGIN, PRIMARY_LEASE_S
 from ember.rebalance.listener import ZONE, lease_key
 from ember.runtime import NodeRuntime
 from ember.waiting import wait_set
@@ -74,10 +78,6 @@ DRIVER_KEY = "placement.driver"
 RESEND_S = 2.0
 CANCEL_ASK_S = 0.5
 TICK_LIMIT_S = 20.0
-# Of a lease: how much sooner the holder stops than another may take over. It
-# covers clock-rate differences between nodes and the holder's own delay
-# between checking its lease and acting.
-LEASE_MARGIN = 0.25
 
 
 class LeaseLostError(Exception):
@@ -105,7 +105,8 @@ class PlacementDriver:
         self._sent: dict[int, tuple[Any, float]] = {}  # partition -> (request, when)
         self._changed_at: dict[str, float] = {}
         self._alive: set[str] = set()
-        self.leases: dict[int, dict[str, Any]] = {}
+        self.leases: dict[int, dict[str, Any]] = {}  # partition -> the grant this driver made
+        self._lease_seen: dict[int, tuple[int, float]] = {}  # partition -> (mod rev, first seen)
         self.step = "idle"  # the tick's current step, for the log
         self.ticks = 0
         self._kick = asyncio.Event()
@@ -302,55 +303,74 @@ class PlacementDriver:
             self._applied[p] = ts
 
     async def _lease(self, zone: Zone, p: int, kv: dict[str, Any], now: float) -> str | None:
-        """The partition's primary after granting or renewing its lease (None: no one)."""
+        """The partition's primary, after granting its lease if needed (None: no one).
+
+        The holder renews the key itself (ember.rebalance.agent). A holder in
+        stable that renews keeps it; one this driver did not grant (a
+        failover, or the holder restarted) is granted again without a write,
+        so that its last seen moves past an older driver's requests. A
+        holder that left stable is revoked (it stops at once) before another
+        is named; one that does not answer keeps its lease until its record
+        has stayed unchanged for a lease plus the margin by this driver's
+        clock (it may be acting, cut off from this driver only: M9)."""
         stable = kv.get(key(ZONE, p, "stable"), {}).get("value") or []
         candidates = [n for n in stable if n in self._alive]
         rec = await self.meta.get(lease_key(ZONE, p))
         value = rec["value"] if isinstance(rec["value"], dict) else None
         holder = value.get("holder") if value else None
-        if holder in candidates and value is not None:
-            if value["expires"] - now > self.lease_s and p in self.leases:
+        if holder is not None and not self._lease_stale(p, rec["mod_revision"]):
+            if holder in candidates:
+                granted = self.leases.get(p, {}).get("holder") == holder
+                if not granted and not await self._grant(p, str(holder), rec["mod_revision"]):
+                    return None
                 return str(holder)
-            new_holder = str(holder)  # renew
-        elif not candidates:
+            if holder not in self._alive:
+                return None  # wait its lease out
+            # Graceful handover: the old primary stops before the new one starts.
+            await self._acting("revoke", p)
+            code, _ = await self.peers.call(holder, "POST", "/internal/primary/revoke",
+                                            {"zone": ZONE, "partition": p})  # fmt: skip
+            if code != 200:
+                return None
+        if not candidates:
             return None
-        else:
-            leader = (
-                self.runtime.leader_of(f"part-{p}") if f"part-{p}" in self.runtime.groups else None
-            )
-            new_holder = leader if leader is not None and leader in candidates else candidates[0]
-            if holder is not None and holder in self._alive:
-                # Graceful handover: the old primary stops before the new one starts.
-                await self._acting("revoke", p)
-                await self.peers.call(holder, "POST", "/internal/primary/revoke",
-                                      {"zone": ZONE, "partition": p})  # fmt: skip
-        lease = {"holder": new_holder, "expires": now + 3 * self.lease_s}
+        leader = self.runtime.leader_of(f"part-{p}") if f"part-{p}" in self.runtime.groups else None
+        new_holder = leader if leader is not None and leader in candidates else candidates[0]
+        lease = {"holder": new_holder, "expires": now + PRIMARY_LEASE_S}
         guard = {"key": lease_key(ZONE, p), "target": "mod_revision", "value": rec["mod_revision"]}
         spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(ZONE, p), "value": lease}]}
         await self._acting("write-lease", p)
         out = await self.meta.invoke(spec)
         rev = self._seen(out["revision"])
-        if not out["succeeded"]:
+        if not out["succeeded"] or not await self._grant(p, new_holder, rev):
             return None
-        if new_holder != holder or p not in self.leases:
-            grant = {
-                "zone": ZONE,
-                "partition": p,
-                "lease_revision": rev,
-                "last_seen_revision": rev - 1,
-            }
-            await self._acting("grant", p)
-            code, answer = await self.peers.call(
-                new_holder, "POST", "/internal/primary/grant", grant
-            )
-            if code != 200:
-                log.info("grant of %s to %s failed: %s %s", p, new_holder, code, answer)
-                return None
-            self._audit({"kind": "lease-granted", "partition": p, "holder": new_holder,
-                         "revision": rev, "zone": ZONE}, p)  # fmt: skip
-            self._sent.pop(p, None)
-        self.leases[p] = {**lease, "revision": rev}
         return new_holder
+
+    def _lease_stale(self, p: int, mod_revision: int) -> bool:
+        """Whether the lease record at `mod_revision` has stayed unchanged, as this
+        driver saw it, for longer than its holder may act on it."""
+        mono = time.monotonic()
+        seen = self._lease_seen.get(p)
+        if seen is None or seen[0] != mod_revision:
+            self._lease_seen[p] = (mod_revision, mono)
+            return False
+        return mono - seen[1] >= PRIMARY_LEASE_S * (1 + LEASE_MARGIN)
+
+    async def _grant(self, p: int, holder: str, lease_revision: int) -> bool:
+        """Tell `holder` it is primary under the lease record at `lease_revision`;
+        its last seen starts at this driver's current revision - 1."""
+        grant = {"zone": ZONE, "partition": p, "lease_revision": lease_revision,
+                 "last_seen_revision": self.revision - 1}  # fmt: skip
+        await self._acting("grant", p)
+        code, answer = await self.peers.call(holder, "POST", "/internal/primary/grant", grant)
+        if code != 200:
+            log.info("grant of %s to %s failed: %s %s", p, holder, code, answer)
+            return False
+        self._audit({"kind": "lease-granted", "partition": p, "holder": holder,
+                     "revision": lease_revision, "zone": ZONE}, p)  # fmt: skip
+        self._sent.pop(p, None)
+        self.leases[p] = {"holder": holder, "revision": lease_revision}
+        return True
 
     async def _requests(
         self, zone: Zone, p: int, kv: dict[str, Any], holder: str, now: float

@@ -102,6 +102,7 @@ class ControlPlane:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.agent.stop()
         for name in list(self.agent.jobs):
             zone, part = name.split("/")
             await self.agent.revoke(zone, int(part))
@@ -205,8 +206,11 @@ class ControlPlane:
     async def grant(self, request: web.Request) -> web.Response:
         """The driver made this node a partition's primary."""
         b = await json_object(request)
-        self.agent.grant(b["zone"], int(b["partition"]), int(b["lease_revision"]),
-                         int(b["last_seen_revision"]))  # fmt: skip
+        took = await self.agent.grant(b["zone"], int(b["partition"]), int(b["lease_revision"]),
+                                      int(b["last_seen_revision"]))  # fmt: skip
+        if not took:
+            why = f"{self.runtime.id} could not take the lease of {b['partition']}"
+            raise ApiError(409, "lease-not-taken", why)
         return _json({"ok": True})
 
     async def revoke(self, request: web.Request) -> web.Response:

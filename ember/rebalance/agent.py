@@ -29,6 +29,19 @@ placement driver, as seed 004 says: the job stops there and the answer to
 the driver's (periodically repeated) CancelRebalance carries the outcome;
 the driver logs it and runs the usual done invoke over new. Every answer
 about a job names its `state` and, once known, its `outcome`.
+
+The lease (INVARIANTS M9: at most one primary per partition acts at any
+instant of real time, whatever the clocks say). The driver names the holder
+in the lease key; the holder then keeps the lease itself, renewing the key
+every `RENEW_EVERY_S` with a write guarded on the key's mod revision as it
+last wrote or was granted it. It acts only until `PRIMARY_LEASE_S` minus a
+margin after it sent the renewal that last succeeded (its monotonic clock),
+checks so before every action (`_acting`, audited `primary-acting` with the
+lease revision) and, once that time passes or a renewal finds the key
+rewritten, stops every job (`primary-lease-lost`). The driver moves a lease
+away from a holder it cannot reach only after seeing the same record,
+unchanged, for the lease plus the margin by its own clock: by then the
+holder has stopped. A revoke (a reachable holder) stops it at once.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +58,8 @@ from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
 from ember.rebalance.invokes import cancel_invoke, done_invoke
 from ember.rebalance.keys import assignments_prefix, key
+from ember.rebalance.lease import LEASE_MARGIN, PRIMARY_LEASE_S, RENEW_EVERY_S
+from ember.rebalance.listener import lease_key
 from ember.runtime import NodeRuntime
 from ember.smallfile import replace_text
 from ember.waiting import wait_set
@@ -51,6 +67,18 @@ from ember.waiting import wait_set
 log = logging.getLogger(__name__)
 EVENT_WAIT_S = 3.0
 AWAIT_REPLICA_S = 5.0
+
+
+class LeaseLostError(Exception):
+    """The primary lease ran out or was taken over: stop acting."""
+
+
+@dataclass
+class Lease:
+    """A primary lease this node holds."""
+
+    revision: int  # the lease key's mod revision as this node last wrote or was granted it
+    valid_until: float  # monotonic: act only before this
 
 
 @dataclass
@@ -80,8 +108,10 @@ class PrimaryAgent:
         self.peers = peers
         self.path = runtime.cfg.data_dir / "primary.json"
         self.last_seen: dict[str, int] = self._load()
-        self.leases: dict[str, int] = {}  # "zone/p" -> lease revision
+        self.leases: dict[str, Lease] = {}  # "zone/p" -> the lease held
         self.jobs: dict[str, Job] = {}
+        self._renewer: asyncio.Task[None] | None = None
+        self._last_lease: dict[str, int] = {}  # "zone/p" -> the newest lease revision acted under
 
     # -- persistence -----------------------------------------------------------
 
@@ -99,10 +129,28 @@ class PrimaryAgent:
 
     # -- the lease -------------------------------------------------------------
 
-    def grant(self, zone: str, partition: int, lease_revision: int, last_seen: int) -> None:
-        """Become primary; last seen starts at the driver's current revision - 1."""
+    async def grant(self, zone: str, partition: int, lease_revision: int, last_seen: int) -> bool:
+        """Become primary: take the lease key the driver wrote at `lease_revision`
+        (a renewal guarded on it; none if this node already renewed past it);
+        last seen starts at the driver's current revision - 1. False if the
+        key was rewritten meanwhile, or the metastore did not answer."""
         name = f"{zone}/{partition}"
-        self.leases[name] = lease_revision
+        held = self.leases.get(name)
+        if held is None or held.revision < lease_revision:
+            outcome = await self._renew(zone, partition, lease_revision, held)
+        elif time.monotonic() >= held.valid_until:
+            outcome = await self._renew(zone, partition, held.revision, held)
+        else:
+            outcome = "renewed"  # held already, past the driver's write
+        if outcome != "renewed":
+            return False
+        if self._renewer is None or self._renewer.done():
+            self._renewer = asyncio.get_running_loop().create_task(self._keep_leases())
+        self._drop_older_jobs(zone, partition, last_seen)
+        return True
+
+    def _drop_older_jobs(self, zone: str, partition: int, last_seen: int) -> None:
+        name = f"{zone}/{partition}"
         # Never backwards: this node may have seen newer requests before.
         self.last_seen[name] = max(self.last_seen.get(name, 0), last_seen)
         self._persist()
@@ -131,9 +179,84 @@ class PrimaryAgent:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await job.task
 
+    async def stop(self) -> None:
+        """Stop renewing (the node is stopping; its jobs are revoked one by one)."""
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._renewer
+            self._renewer = None
+
     def is_primary(self, zone: str, partition: int) -> bool:
-        """Whether this node holds the partition's primary lease."""
-        return f"{zone}/{partition}" in self.leases
+        """Whether this node holds the partition's primary lease, still valid."""
+        held = self.leases.get(f"{zone}/{partition}")
+        return held is not None and time.monotonic() < held.valid_until
+
+    async def _renew(self, zone: str, partition: int, revision: int, current: Lease | None) -> str:
+        """Write the lease key again, guarded on `revision`: "renewed", "lost"
+        (the key was rewritten: another holder, a release) or "unavailable".
+        The lease counts from before the write was sent, and replaces `current`
+        only if nothing replaced or revoked that meanwhile."""
+        name = f"{zone}/{partition}"
+        sent = time.monotonic()
+        value = {"holder": self.runtime.id, "expires": time.time() + PRIMARY_LEASE_S}
+        guard = {"key": lease_key(zone, partition), "target": "mod_revision", "value": revision}
+        spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(zone, partition),
+                                         "value": value}]}  # fmt: skip
+        try:
+            out = await self.meta.invoke(spec)
+        except (MetaUnavailable, MetaRefused):
+            return "unavailable"
+        if not out.get("succeeded"):
+            return "lost"
+        if self.leases.get(name) is not current:
+            return "lost"  # revoked, or granted again, while this write was in flight
+        self.leases[name] = Lease(int(out["revision"]), sent + PRIMARY_LEASE_S * (1 - LEASE_MARGIN))
+        return "renewed"
+
+    async def _keep_leases(self) -> None:
+        """Renew every held lease each RENEW_EVERY_S; stop acting for one that ran
+        out or was taken over."""
+        while self.leases:
+            await asyncio.sleep(RENEW_EVERY_S)
+            for name, held in list(self.leases.items()):
+                zone, part = name.rsplit("/", 1)
+                outcome = await self._renew(zone, int(part), held.revision, held)
+                if outcome == "renewed" or self.leases.get(name) is not held:
+                    continue  # renewed, or revoked or granted again meanwhile
+                if outcome == "lost":
+                    self._lapse(name, "taken over")
+                elif outcome == "unavailable" and time.monotonic() >= held.valid_until:
+                    self._lapse(name, "expired")
+
+    def _lapse(self, name: str, reason: str) -> None:
+        """The lease is gone: stop every job of the partition at once."""
+        held = self.leases.pop(name, None)
+        job = self.jobs.get(name)
+        if job is not None and not self._ignores_lease():
+            del self.jobs[name]
+            if job.task is not None:
+                job.task.cancel()
+        zone, part = name.rsplit("/", 1)
+        self._audit("primary-lease-lost", zone=zone, partition=int(part), reason=reason,
+                    revision=held.revision if held is not None else None)  # fmt: skip
+        log.info("primary lease of %s %s: stopped acting", name, reason)
+
+    def _acting(self, job: Job, act: str) -> None:
+        """Audit, before it happens, an action under the primary lease (M9); raise
+        LeaseLostError when the lease may have run out."""
+        name = f"{job.zone}/{job.partition}"
+        held = self.leases.get(name)
+        if held is not None:
+            self._last_lease[name] = held.revision
+        if (held is None or time.monotonic() >= held.valid_until) and not self._ignores_lease():
+            raise LeaseLostError(f"primary lease of {name} ran out before {act}")
+        self._audit("primary-acting", zone=job.zone, partition=job.partition, act=act,
+                    primary_lease=self._last_lease.get(name, 0))  # fmt: skip
+
+    def _ignores_lease(self) -> bool:
+        fp = self.runtime.failpoints
+        return fp.any_enabled and fp.hit("rebalance.primary-ignores-lease") is not None
 
     # -- requests --------------------------------------------------------------
 
@@ -154,7 +277,7 @@ class PrimaryAgent:
         job = self.jobs.get(name)
         pending_rev = int(body["pending_revision"])
         finished = job is not None and job.state in ("done", "already-done", "failed",
-                                                     "superseded")  # fmt: skip
+                                                     "superseded", "lease-lost")  # fmt: skip
         if job is not None and (job.kind, job.pending_revision) == (kind, pending_rev) \
                 and not finished:  # fmt: skip
             # The same rebalance asked again: the running job now answers this request
@@ -185,6 +308,9 @@ class PrimaryAgent:
             await runner(job)
         except asyncio.CancelledError:
             raise
+        except LeaseLostError as err:
+            log.info("%s job for %s/%s stopped: %s", job.kind, job.zone, job.partition, err)
+            job.state = "lease-lost"
         except Exception:
             log.exception("%s job for %s/%s failed", job.kind, job.zone, job.partition)
             job.state = "failed"
@@ -239,6 +365,7 @@ class PrimaryAgent:
                     self._drop_superseded(job)
                     return
                 if serves:
+                    self._acting(job, "change-peers")
                     code, answer = await self.peers.call(
                         leader, "POST", "/admin/change-peers/submit", body
                     )
@@ -283,7 +410,7 @@ class PrimaryAgent:
     async def _auto_cancel(self, job: Job, err: dict[str, Any]) -> None:
         log.warning("rebalance of %s/%s failed (%s): cancelling", job.zone, job.partition, err)
         spec = cancel_invoke(job.zone, job.partition, job.old, job.new, job.pending_revision)
-        await self._invoke(spec)
+        await self._invoke(job, "write-cancel", spec)
         job.state = "cancel-written"
 
     async def _cancel(self, job: Job) -> None:
@@ -293,6 +420,7 @@ class PrimaryAgent:
         while True:
             leader, _ = await self._leader_status(group)
             if leader is not None:
+                self._acting(job, "cancel-group")
                 code, answer = await self.peers.call(leader, "POST", "/internal/cancel-group",
                                                      body, timeout_s=15.0)  # fmt: skip
                 outcome = answer.get("outcome") if code == 200 else None
@@ -323,7 +451,7 @@ class PrimaryAgent:
             snap = await self.meta.range(assignments_prefix(job.zone, job.partition))
             kvs = {kv["key"]: kv for kv in snap["kvs"]}
             spec = done_invoke(kvs, job.zone, job.partition, peers, job.pending_revision)
-            result = await self._invoke(spec)
+            result = await self._invoke(job, "write-done", spec)
             rec = (await self.meta.get(pending)) if not result.get("succeeded") else None
             # The guard also holds planned as read: a trigger writing planned in
             # between fails it while pending is still ours. Read again and retry.
@@ -336,8 +464,9 @@ class PrimaryAgent:
                         last_seen_revision=seen, peers=peers)  # fmt: skip
         job.state = "done" if result.get("succeeded") else "already-done"
 
-    async def _invoke(self, spec: dict[str, Any]) -> dict[str, Any]:
+    async def _invoke(self, job: Job, act: str, spec: dict[str, Any]) -> dict[str, Any]:
         while True:
+            self._acting(job, act)  # each retry is an action of its own
             try:
                 return await self.meta.invoke(spec)
             except MetaUnavailable as err:

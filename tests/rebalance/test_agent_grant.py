@@ -15,6 +15,8 @@ from typing import Any
 
 from checkers.assignments import check_assignments
 from ember.rebalance.agent import PrimaryAgent
+from ember.rebalance.listener import lease_key
+from tests.rebalance.fakes import FakeMeta
 
 
 class _Audit:
@@ -25,10 +27,16 @@ class _Audit:
         self.events.append({**event, "node": "n1", "group": group})
 
 
-def _agent(tmp_path: Path) -> tuple[PrimaryAgent, _Audit]:
+def _agent(tmp_path: Path) -> tuple[PrimaryAgent, _Audit, FakeMeta]:
     audit = _Audit()
     runtime = SimpleNamespace(cfg=SimpleNamespace(data_dir=tmp_path), audit=audit, id="n1")
-    return PrimaryAgent(runtime, meta=None, peers=None), audit  # type: ignore[arg-type]
+    meta = FakeMeta()
+    return PrimaryAgent(runtime, meta=meta, peers=None), audit, meta  # type: ignore[arg-type]
+
+
+def _driver_grants(meta: FakeMeta, revision: int) -> int:
+    """The lease key as the driver writes it for n1, at `revision`."""
+    return meta.put(lease_key("default", 0), {"holder": "n1"}, revision)
 
 
 def _body(revision: int) -> dict[str, Any]:
@@ -38,17 +46,19 @@ def _body(revision: int) -> dict[str, Any]:
 
 def test_a_grant_past_a_running_jobs_request_drops_it(tmp_path: Path) -> None:
     async def scenario() -> tuple[PrimaryAgent, _Audit, bool]:
-        agent, audit = _agent(tmp_path)
+        agent, audit, meta = _agent(tmp_path)
 
         async def forever(_job: Any) -> None:
             await asyncio.sleep(3600)
 
         agent._rebalance = forever  # type: ignore[method-assign]
-        agent.grant("default", 0, lease_revision=61, last_seen=60)
+        assert await agent.grant("default", 0, _driver_grants(meta, 61), last_seen=60)
         assert agent.request("rebalance", _body(69), ignore_last_seen=False) == {"state": "started"}
         task = agent.jobs["default/0"].task
-        agent.grant("default", 0, lease_revision=79, last_seen=78)  # a new driver's grant
+        # A new driver's grant (it found the lease stale and wrote it again).
+        assert await agent.grant("default", 0, _driver_grants(meta, 79), last_seen=78)
         await asyncio.sleep(0)
+        await agent.stop()
         return agent, audit, task is not None and task.cancelled()
 
     agent, audit, cancelled = asyncio.run(scenario())
@@ -63,15 +73,18 @@ def test_a_grant_past_a_running_jobs_request_drops_it(tmp_path: Path) -> None:
 
 def test_a_grant_below_the_jobs_request_keeps_it(tmp_path: Path) -> None:
     async def scenario() -> PrimaryAgent:
-        agent, _ = _agent(tmp_path)
+        agent, _, meta = _agent(tmp_path)
 
         async def forever(_job: Any) -> None:
             await asyncio.sleep(3600)
 
         agent._rebalance = forever  # type: ignore[method-assign]
-        agent.grant("default", 0, lease_revision=61, last_seen=60)
+        revision = _driver_grants(meta, 61)
+        assert await agent.grant("default", 0, revision, last_seen=60)
         agent.request("rebalance", _body(69), ignore_last_seen=False)
-        agent.grant("default", 0, lease_revision=62, last_seen=61)  # e.g. a renewal
+        # A failover's grant of the lease as it is (no write): nothing to drop.
+        assert await agent.grant("default", 0, revision, last_seen=61)
+        await agent.stop()
         job = agent.jobs["default/0"]
         assert job.task is not None
         job.task.cancel()

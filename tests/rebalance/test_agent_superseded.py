@@ -16,7 +16,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ember.metastore.client import MetaUnavailable
-from ember.rebalance.agent import Job, PrimaryAgent
+from ember.rebalance.agent import Job, Lease, PrimaryAgent
 
 OLD, NEW = ["n1", "n2", "n3"], ["n1", "n2", "n3", "n4", "n5"]
 
@@ -56,6 +56,7 @@ def _run(tmp_path: Path, pending_revision: int | None) -> tuple[Job, list[str], 
 
         agent._await_replicas = ready  # type: ignore[method-assign]
         job = Job("rebalance", "default", 2, 225, OLD, NEW, request_revision=227)
+        agent.leases["default/2"] = Lease(revision=230, valid_until=float("inf"))
         with contextlib.suppress(TimeoutError):  # still waiting for the group: live
             await asyncio.wait_for(agent._rebalance(job), 0.2)
         return job, peers.calls, events
