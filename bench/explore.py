@@ -38,10 +38,10 @@ FAILPOINTS = (
     "rebalance.cancel-without-revision-guard", "rebalance.ignore-last-seen",
     "raft.skip-catchup", "raft.ignore-vote-lease", "raft.skip-check-quorum",
     "raft.step-down-on-joint", "kv.ack-before-commit", "kv.apply-diverge",
-    "placement.trust-own-clock",
+    "placement.trust-own-clock", "rebalance.primary-ignores-lease",
 )  # fmt: skip
 # Defects only some faults reach: the nemesis their explores draw from.
-NEMESIS = {"placement.trust-own-clock": "mix,clock"}
+NEMESIS = {"placement.trust-own-clock": "mix,clock", "rebalance.primary-ignores-lease": "partition"}
 BUGS = ("commit-previous-term", "skip-joint", "count-learners", "single-majority-joint")
 
 

@@ -47,7 +47,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from checkers.api import Anomaly
-from checkers.authority import check_authority
+from checkers.authority import check_authority, check_primaries
 from checkers.membership import check_containment, check_stable_order
 
 Audit = dict[str, list[dict[str, Any]]]
@@ -139,6 +139,7 @@ def check_assignments(audit: Audit) -> tuple[list[Anomaly], dict[str, Any]]:
         "stable-switches-placed": check_stable_order(audit, out),
         "containment-checks": check_containment(audit, out),
         "driver-actions": check_authority(audit, out),
+        "primary-actions": check_primaries(audit, out),
     }
     return out, figures
 

@@ -112,9 +112,9 @@ RULES: tuple[Rule, ...] = (
          "judged by what reads returned: a read served by a replica behind the leader's "
          "commit is a non-linearizable history"),
     Rule("M9", "one authority at a time",
-         {"revisions": _k("driver-acted-after-successor")},
-         "the placement driver's actions against its lease, in real time (events placed on "
-         "the harness's clock); primaries act by lease revision, fenced by last seen (M6)"),
+         {"revisions": _k("driver-acted-after-successor", "primary-acted-after-successor")},
+         "the placement driver's and each partition's primary's actions against their "
+         "leases, in real time (events placed on the harness's clock)"),
     Rule("L1", "convergence",
          {"convergence": _k("rebalance-not-finished", "leader-count", "joint-at-end",
                             "voters-not-stable", "voters-not-following", "voters-config-differs",

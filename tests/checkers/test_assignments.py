@@ -87,7 +87,7 @@ def test_clean_rebalance_passes() -> None:
     assert anomalies == []
     assert figures == {"partitions": 1, "writes": 5, "requests": 1,
                        "stable-switches-placed": 1, "containment-checks": 1,
-                       "driver-actions": 0}  # fmt: skip
+                       "driver-actions": 0, "primary-actions": 0}  # fmt: skip
 
 
 def _mutate(kind: str, audit: dict[str, list[dict[str, Any]]]) -> None:
