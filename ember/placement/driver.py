@@ -65,9 +65,9 @@ from typing import Any
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
 from ember.placement.watch import ZoneWatch
-from ember.rebalance.invokes import done_invoke, trigger_invoke
+from ember.rebalance.invokes import done_invoke, put_if_unchanged, trigger_invoke
 from ember.rebalance.keys import assignments_prefix, config_key, data_nodes_key, key
-from ember.rebalance.lease import LEASE_MARGIN, PRIMARY_LEASE_S
+from ember.rebalance.lease import LEASE_MARGIN, PRIMARY_LEASE_S, RecordAges
 from ember.rebalance.listener import ZONE, lease_key
 from ember.runtime import NodeRuntime
 from ember.waiting import wait_set
@@ -100,13 +100,13 @@ class PlacementDriver:
         self._lease_mod = 0
         self._lease_expires = 0.0  # by this node's wall clock, as written in the key
         self._valid_until = 0.0  # by the monotonic clock: act only before this
-        self._watched: tuple[int, float] | None = None  # another's lease record, first seen at
         self._applied: dict[int, int] = {}  # partition -> trigger revision applied
         self._sent: dict[int, tuple[Any, float]] = {}  # partition -> (request, when)
         self._changed_at: dict[str, float] = {}
         self._alive: set[str] = set()
         self.leases: dict[int, dict[str, Any]] = {}  # partition -> the grant this driver made
-        self._lease_seen: dict[int, tuple[int, float]] = {}  # partition -> (mod rev, first seen)
+        # Lease records this driver does not hold (its own key, each partition's), by age.
+        self._ages = RecordAges()
         self.step = "idle"  # the tick's current step, for the log
         self.ticks = 0
         self._kick = asyncio.Event()
@@ -163,16 +163,14 @@ class PlacementDriver:
     async def _write_lease(self, mod_revision: int, now: float) -> bool:
         """Take or renew the lease, guarded on the record read at `mod_revision`;
         the lease counts on the monotonic clock from before the write."""
-        guard = {"key": DRIVER_KEY, "target": "mod_revision", "value": mod_revision}
         value = {"holder": self.runtime.id, "expires": now + self.lease_s}
         sent = time.monotonic()
-        out = await self.meta.invoke({"if": [guard], "then": [
-            {"op": "put", "key": DRIVER_KEY, "value": value}]})  # fmt: skip
+        out = await self.meta.invoke(put_if_unchanged(DRIVER_KEY, mod_revision, value))
         if out["succeeded"]:
             self._lease_mod = self._seen(out["revision"])
             self._lease_expires = now + self.lease_s
             self._valid_until = sent + self.lease_s * (1 - LEASE_MARGIN)
-            self._watched = None
+            self._ages.forget(DRIVER_KEY)
         return bool(out["succeeded"])
 
     def _seen(self, revision: int) -> int:
@@ -200,11 +198,9 @@ class PlacementDriver:
             if self._valid_until - mono > self.lease_s / 2:
                 return True
         elif value is not None and not mine:
-            seen = self._watched
-            if seen is None or seen[0] != rec["mod_revision"]:
-                self._watched = (rec["mod_revision"], mono)  # a new record: wait a lease from now
-                return False
-            if mono - seen[1] < self.lease_s * (1 + LEASE_MARGIN):
+            # Another's record: take it only once it is older than a lease and the margin.
+            age = self._ages.unchanged_for(DRIVER_KEY, rec["mod_revision"])
+            if age < self.lease_s * (1 + LEASE_MARGIN):
                 return False
         return await self._write_lease(rec["mod_revision"], now)
 
@@ -275,10 +271,8 @@ class PlacementDriver:
         )  # fmt: skip
         if new != current and new:
             mod = rec["mod_revision"] if rec else 0
-            spec = {"if": [{"key": data_nodes_key(ZONE), "target": "mod_revision", "value": mod}],
-                    "then": [{"op": "put", "key": data_nodes_key(ZONE), "value": new}]}  # fmt: skip
             await self._acting("write-data-nodes")
-            out = await self.meta.invoke(spec)
+            out = await self.meta.invoke(put_if_unchanged(data_nodes_key(ZONE), mod, new))
             self._seen(out["revision"])
             return True
         return False
@@ -318,7 +312,8 @@ class PlacementDriver:
         rec = await self.meta.get(lease_key(ZONE, p))
         value = rec["value"] if isinstance(rec["value"], dict) else None
         holder = value.get("holder") if value else None
-        if holder is not None and not self._lease_stale(p, rec["mod_revision"]):
+        age = self._ages.unchanged_for(p, rec["mod_revision"])
+        if holder is not None and age < PRIMARY_LEASE_S * (1 + LEASE_MARGIN):
             if holder in candidates:
                 granted = self.leases.get(p, {}).get("holder") == holder
                 if not granted and not await self._grant(p, str(holder), rec["mod_revision"]):
@@ -337,24 +332,14 @@ class PlacementDriver:
         leader = self.runtime.leader_of(f"part-{p}") if f"part-{p}" in self.runtime.groups else None
         new_holder = leader if leader is not None and leader in candidates else candidates[0]
         lease = {"holder": new_holder, "expires": now + PRIMARY_LEASE_S}
-        guard = {"key": lease_key(ZONE, p), "target": "mod_revision", "value": rec["mod_revision"]}
-        spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(ZONE, p), "value": lease}]}
         await self._acting("write-lease", p)
-        out = await self.meta.invoke(spec)
+        out = await self.meta.invoke(
+            put_if_unchanged(lease_key(ZONE, p), rec["mod_revision"], lease)
+        )
         rev = self._seen(out["revision"])
         if not out["succeeded"] or not await self._grant(p, new_holder, rev):
             return None
         return new_holder
-
-    def _lease_stale(self, p: int, mod_revision: int) -> bool:
-        """Whether the lease record at `mod_revision` has stayed unchanged, as this
-        driver saw it, for longer than its holder may act on it."""
-        mono = time.monotonic()
-        seen = self._lease_seen.get(p)
-        if seen is None or seen[0] != mod_revision:
-            self._lease_seen[p] = (mod_revision, mono)
-            return False
-        return mono - seen[1] >= PRIMARY_LEASE_S * (1 + LEASE_MARGIN)
 
     async def _grant(self, p: int, holder: str, lease_revision: int) -> bool:
         """Tell `holder` it is primary under the lease record at `lease_revision`;

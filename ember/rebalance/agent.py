@@ -56,7 +56,7 @@ from typing import Any
 
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
-from ember.rebalance.invokes import cancel_invoke, done_invoke
+from ember.rebalance.invokes import cancel_invoke, done_invoke, put_if_unchanged
 from ember.rebalance.keys import assignments_prefix, key
 from ember.rebalance.lease import LEASE_MARGIN, PRIMARY_LEASE_S, RENEW_EVERY_S
 from ember.rebalance.listener import lease_key
@@ -173,11 +173,17 @@ class PrimaryAgent:
         """Hand the lease over: stop acting for the partition (graceful transfer)."""
         name = f"{zone}/{partition}"
         self.leases.pop(name, None)
+        job = self._stop_job(name)
+        if job is not None and job.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await job.task
+
+    def _stop_job(self, name: str) -> Job | None:
+        """Forget the partition's job and cancel its task; the job, if any."""
         job = self.jobs.pop(name, None)
         if job is not None and job.task is not None:
             job.task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await job.task
+        return job
 
     async def stop(self) -> None:
         """Stop renewing (the node is stopping; its jobs are revoked one by one)."""
@@ -200,11 +206,9 @@ class PrimaryAgent:
         name = f"{zone}/{partition}"
         sent = time.monotonic()
         value = {"holder": self.runtime.id, "expires": time.time() + PRIMARY_LEASE_S}
-        guard = {"key": lease_key(zone, partition), "target": "mod_revision", "value": revision}
-        spec = {"if": [guard], "then": [{"op": "put", "key": lease_key(zone, partition),
-                                         "value": value}]}  # fmt: skip
         try:
-            out = await self.meta.invoke(spec)
+            out = await self.meta.invoke(put_if_unchanged(lease_key(zone, partition), revision,
+                                                          value))  # fmt: skip
         except (MetaUnavailable, MetaRefused):
             return "unavailable"
         if not out.get("succeeded"):
@@ -232,11 +236,8 @@ class PrimaryAgent:
     def _lapse(self, name: str, reason: str) -> None:
         """The lease is gone: stop every job of the partition at once."""
         held = self.leases.pop(name, None)
-        job = self.jobs.get(name)
-        if job is not None and not self._ignores_lease():
-            del self.jobs[name]
-            if job.task is not None:
-                job.task.cancel()
+        if not self._ignores_lease():
+            self._stop_job(name)
         zone, part = name.rsplit("/", 1)
         self._audit("primary-lease-lost", zone=zone, partition=int(part), reason=reason,
                     revision=held.revision if held is not None else None)  # fmt: skip

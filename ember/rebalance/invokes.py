@@ -46,6 +46,11 @@ def _delete(k: str) -> dict[str, Any]:
     return {"op": "delete", "key": k}
 
 
+def put_if_unchanged(k: str, mod_revision: int, value: Any) -> Spec:
+    """Put `value` at `k` only if the key is still at `mod_revision` (0: absent)."""
+    return {"if": [_cond(k, "mod_revision", mod_revision)], "then": [_put(k, value)]}
+
+
 def trigger_invoke(zone: str, partition: int, new: list[str], ts: int) -> Spec:
     """The multi-branch invoke of step 1 for one partition (see the module doc)."""
     stable, pending = key(zone, partition, "stable"), key(zone, partition, "pending")
