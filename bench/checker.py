@@ -6,7 +6,10 @@
    porcupine per history, its geometric mean and the sums. porcupine v1.3.0
    is built from its source (--porcupine-src, a checkout of its v1.3.0 tag)
    with the machine's Go (Debian: apt-get install golang-go); without them
-   its recorded check times stand in, and the table says so.
+   its recorded check times stand in, and the table says so. Column
+   `floor` is a bare interpreter's process (`python -I -S -c pass`) over
+   porcupine's: its geo-mean bounds what any Python checker started once
+   per history can reach, however fast its imports and search.
 1. Every porcupine fixture check (expected_verdicts.tsv): our check time
    (median of several runs; parsing excluded, as in porcupine_times.tsv)
    beside porcupine v1.3.0's, and the ratio ours / porcupine.
@@ -30,6 +33,7 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -119,6 +123,17 @@ def _lin_ops(path: Path, model: str, fmt: str) -> list[LinOp]:
     return prepare(ops, MODELS[model])
 
 
+def interpreter_floor(runs: int = 15) -> float:
+    """Median wall seconds of a process of this interpreter that does nothing:
+    no site, no user environment, no imports of ours."""
+    walls = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-I", "-S", "-c", "pass"], check=True)
+        walls.append(time.perf_counter() - start)
+    return statistics.median(walls)
+
+
 def bench_side_by_side(opts: argparse.Namespace) -> None:
     """Print ours vs porcupine as whole processes, per history and geo-mean."""
     binary = None
@@ -126,9 +141,12 @@ def bench_side_by_side(opts: argparse.Namespace) -> None:
         binary = build_porcupine(opts.porcupine_src, Path(tempfile.mkdtemp(prefix="porc-")))
     recorded = {(r[0], r[1]): float(r[3]) for r in _tsv(FIXTURES / "porcupine_times.tsv")[1:]}
     theirs_how = "porcupine process wall" if binary else "porcupine RECORDED check time"
+    floor = interpreter_floor()
+    print(f"# bare interpreter ({sys.executable} -I -S -c pass): {floor * 1000:.1f} ms, "
+          "the least any Python checker's process can take")  # fmt: skip
     print(f"{'history':34} {'model':10} {'expected':16} {'ours':16} {'ours_s':>8} "
-          f"{'porcupine':16} {'porc_s':>8} {'ratio':>7}   ({theirs_how})")  # fmt: skip
-    ratios, ours_sum, theirs_sum, wrong = [], 0.0, 0.0, 0
+          f"{'porcupine':16} {'porc_s':>8} {'ratio':>7} {'floor':>7}   ({theirs_how})")  # fmt: skip
+    ratios, floors, ours_sum, theirs_sum, wrong = [], [], 0.0, 0.0, 0
     for path, model, fmt, expected in _side_cases(opts.hard):
         wall, _, verdict = run_ours(path, model, fmt, opts.time_limit)
         if binary is not None:
@@ -142,15 +160,21 @@ def bench_side_by_side(opts: argparse.Namespace) -> None:
         ratio = wall / p_wall if p_verdict != "unknown" else float("nan")
         if verdict != "unknown" and p_verdict != "unknown":
             ratios.append(ratio)
+            floors.append(floor / p_wall)
             ours_sum += wall
             theirs_sum += p_wall
         name = f"{path.parent.name}/{path.name}"[-34:]
         print(f"{name:34} {model:10} {expected:16} {verdict:16} {wall:8.3f} {p_verdict:16} "
-              f"{p_wall:8.3f} {ratio:7.2f}", flush=True)  # fmt: skip
+              f"{p_wall:8.3f} {ratio:7.2f} {floor / p_wall:7.2f}", flush=True)  # fmt: skip
     print(f"geo-mean ours/porcupine over {len(ratios)} histories both decided: "
           f"{geomean(ratios):.2f}x; sums {ours_sum:.1f} s vs {theirs_sum:.1f} s "
           f"({ours_sum / theirs_sum if theirs_sum else float('nan'):.2f}x); "
           f"our wrong verdicts: {wrong}")  # fmt: skip
+    # The bound: a Python checker whose imports, parsing and search cost
+    # nothing still starts an interpreter for every history.
+    print(f"geo-mean of the bare interpreter / porcupine over the same histories: "
+          f"{geomean(floors):.2f}x (no Python checker run as a process per history "
+          "can do better)")  # fmt: skip
 
 
 def _peak_rss_mb() -> float:
