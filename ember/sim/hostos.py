@@ -42,6 +42,7 @@ the same lines.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import random
 import sys
@@ -54,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from ember import audit
-from ember.sim.loop import SimLoop, current_proc
+from ember.sim.loop import Proc, SimLoop, current_proc
 
 EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual wall time starts here
 SIM_BOOT_ID = "simulated-kernel"  # what `ember.audit.kernel_boot_id` reads in a simulation
@@ -160,14 +161,14 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
     real_open, real_close = os.open, os.close
 
     def open_fd(path: Any, flags: int, mode: int = 0o777, *, dir_fd: Any = None) -> int:
+        proc = _living()
         fd = real_open(path, flags, mode, dir_fd=dir_fd)
-        proc = current_proc()
         if proc is not None:
             proc.fds.add(fd)
         return fd
 
     def close_fd(fd: int) -> None:
-        proc = current_proc()
+        proc = _living()
         if proc is not None:
             proc.fds.discard(fd)
         real_close(fd)
@@ -175,10 +176,12 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
     real_rename, real_replace = os.rename, os.replace
 
     def rename(src: Any, dst: Any, **kw: Any) -> None:
+        _living()
         real_rename(src, dst, **kw)
         disk.renamed(src, dst)
 
     def replace(src: Any, dst: Any, **kw: Any) -> None:
+        _living()
         real_replace(src, dst, **kw)
         disk.renamed(src, dst)
 
@@ -188,10 +191,12 @@ def simulated_os(loop: SimLoop, disk: Disk, on_exit: Callable[[Any, int], None])
         proc = current_proc()
         if proc is None or proc.name == "harness":
             real_exit(code)
-        on_exit(proc, code)
+        if proc.alive:  # a killed process's `finally` exits nothing
+            on_exit(proc, code)
         raise ProcessExited(code)
 
     def sync(fd: int) -> None:
+        _living()
         disk.synced(fd if isinstance(fd, int) else fd.fileno())
 
     patches: list[tuple[Any, str, Callable[..., Any]]] = [
@@ -269,6 +274,17 @@ def _on_thread(
         return real(*args, **kwargs)
 
     return call
+
+
+def _living() -> Proc | None:
+    """The running process; OSError(EBADF) if it was killed. Its descriptors
+    are the kernel's to close, and a number it held may belong to a live
+    process by now; the `finally` blocks `SimLoop.kill` ends it with must
+    not touch them, nor rename or sync what its crash is about to judge."""
+    proc = current_proc()
+    if proc is not None and not proc.alive:
+        raise OSError(errno.EBADF, f"{proc.name} was killed")
+    return proc
 
 
 def close_descriptors(fds: set[int]) -> None:

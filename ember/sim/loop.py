@@ -117,6 +117,8 @@ class Proc:
         default_factory=dict
     )
     fds: set[int] = field(default_factory=set)  # raw descriptors it opened (ember.sim.hostos)
+    # The tasks it made (SimLoop.create_task), for `SimLoop.kill` to end.
+    tasks: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
     clock: HostClock = field(default_factory=HostClock)  # its host's wall clock
 
     def __repr__(self) -> str:
@@ -234,6 +236,9 @@ class SimLoop(asyncio.BaseEventLoop):
         task = super().create_task(coro, name=name, context=context)
         self._task_seq += 1
         self.task_order[task] = self._task_seq
+        owner = CURRENT.get() if context is None else context.get(CURRENT)
+        if owner is not None:
+            owner.tasks.add(task)
         return task
 
     # -- clock -----------------------------------------------------------
@@ -260,11 +265,23 @@ class SimLoop(asyncio.BaseEventLoop):
             self._ready.append(proc.frozen.popleft())
 
     def kill(self, proc: Proc) -> None:
-        """SIGKILL: drop everything `proc` would run; its sockets are reset."""
+        """SIGKILL: drop everything `proc` would run; its sockets are reset.
+
+        Its suspended coroutines are closed here, in its own context, and not
+        left to the garbage collector: closing runs their `finally` blocks,
+        which at collection time would run in whatever process's context was
+        current then (closing that process's descriptors by number, say).
+        Now `current_proc()` is the dead process, whose file calls the
+        simulated OS refuses and whose handles the loop drops, so what a
+        `finally` tries has no effect, as a killed process runs none."""
         proc.alive = False
         proc.paused = False
         proc.frozen.clear()
         self.wire.process_died(proc)
+        if CURRENT.get() is proc:  # it killed itself (os._exit): already in its context
+            _close_tasks(lambda: list(proc.tasks), self.task_order)
+        else:
+            proc.ctx.run(_close_tasks, lambda: list(proc.tasks), self.task_order)
 
     def deliver_signal(self, proc: Proc, signum: int) -> bool:
         """Run `proc`'s handler for `signum` (as `add_signal_handler` set it); False if none."""
@@ -531,6 +548,23 @@ def _suspended(coro: Any) -> bool:
 _CLOSE_PASSES = 16
 
 
+def _close_tasks(
+    tasks: Callable[[], list[asyncio.Task[Any]]], order: weakref.WeakKeyDictionary[Any, int]
+) -> None:
+    """Close the coroutines of `tasks()` that are still suspended, oldest task
+    first. A `finally` that awaits (closing a link) catches a close at its
+    await, and closing may start new tasks (aiohttp's connector close): each
+    pass ends one more step of those, until nothing is left suspended."""
+    for _ in range(_CLOSE_PASSES):
+        live = [t for t in tasks() if not t.done() and _suspended(t.get_coro())]
+        if not live:
+            return
+        for task in sorted(live, key=lambda t: order.get(t, 0)):
+            with warnings.catch_warnings(), contextlib.suppress(BaseException):
+                warnings.simplefilter("ignore")
+                task.get_coro().close()
+
+
 def _abandon(loop: SimLoop) -> None:
     """The run is over: every process still running ends here, as a power-off would.
 
@@ -539,17 +573,6 @@ def _abandon(loop: SimLoop) -> None:
     printing "Event loop is closed" / "coroutine ignored GeneratorExit" by
     the thousand. Closed now, with the loop open, they end quietly.
     """
-    order = loop.task_order
-    # A `finally` that awaits (closing a link) catches a close at its await,
-    # and closing may start new tasks (aiohttp's connector close): each pass
-    # ends one more step of those, until nothing is left suspended.
-    for _ in range(_CLOSE_PASSES):
-        live = [t for t in asyncio.all_tasks(loop) if not t.done() and _suspended(t.get_coro())]
-        if not live:
-            break
-        for task in sorted(live, key=lambda t: order.get(t, 0)):
-            with warnings.catch_warnings(), contextlib.suppress(BaseException):
-                warnings.simplefilter("ignore")
-                task.get_coro().close()
+    _close_tasks(lambda: list(asyncio.all_tasks(loop)), loop.task_order)
     loop._ready.clear()
     loop._timers.clear()

@@ -120,6 +120,10 @@ class World:
         return self._dead(node, node.proc)
 
     def _dead(self, node: SimNode, proc: Proc) -> list[str]:
+        if node.proc is proc and node.runtime is not None:
+            # The kernel closes its files: what its `finally` blocks would
+            # record as `kill` ends them is not part of the run.
+            node.runtime.audit.close()
         self.loop.kill(proc)
         close_descriptors(proc.fds)
         if node.proc is proc:
@@ -189,6 +193,8 @@ class NodeLogRouter(logging.Handler):
 
     def emit(self, record: logging.LogRecord) -> None:
         proc = current_proc()
+        if proc is not None and not proc.alive:
+            return  # the `finally` blocks `SimLoop.kill` ends a killed process with
         name = proc.name.split("#", 1)[0] if proc is not None else "harness"
         node = self.world.nodes.get(name)
         path = node.root / "ember.log" if node is not None else self._harness
