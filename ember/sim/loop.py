@@ -541,8 +541,9 @@ def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
 
 
 def _suspended(coro: Any) -> bool:
-    """A coroutine not yet closed: started and waiting, or never started."""
-    return getattr(coro, "cr_frame", None) is not None
+    """A coroutine not yet closed: started and waiting, or never started (not
+    the one running: a process that `os._exit`s kills itself from inside it)."""
+    return getattr(coro, "cr_frame", None) is not None and not getattr(coro, "cr_running", False)
 
 
 _CLOSE_PASSES = 16

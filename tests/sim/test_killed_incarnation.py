@@ -109,3 +109,43 @@ def test_a_killed_incarnation_runs_nothing_that_touches_a_live_process(
         router.close()
     assert world.failures == []
     assert not (tmp_path / "n1" / "ember.log").exists()  # a killed process writes nothing
+
+
+def test_a_node_that_exits_ends_its_other_coroutines_and_dies_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`os._exit` (the crash failpoint) kills the process from inside one of
+    its own coroutines: the others end then, as it, and the death that
+    their `finally` blocks might report again is not a second crash."""
+    ended: list[Any] = []
+
+    async def waiter() -> None:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            ended.append(current_proc())
+            os._exit(3)  # a dead process's exit changes nothing
+
+    async def node(_cfg: Any, _started: Any) -> None:
+        helper = asyncio.get_running_loop().create_task(waiter())
+        await asyncio.sleep(0.1)
+        assert not helper.done()
+        os._exit(1)
+
+    monkeypatch.setattr(world_module, "serve", node)
+    loop = SimLoop(1)
+    disk = Disk(random.Random(1))
+    world = World(loop, disk)
+    world.add("n1", "10.0.0.1", tmp_path / "n1", None)  # type: ignore[arg-type]  # unread
+
+    async def main() -> None:
+        world.start("n1")
+        proc = world.nodes["n1"].proc
+        await asyncio.sleep(0.5)
+        assert proc is not None
+        assert not proc.alive
+        assert ended == [proc]
+
+    with simulated_os(loop, disk, world.exited):
+        run_simulation(loop, main())
+    assert len(world.crashes) == 1
