@@ -116,14 +116,18 @@ def test_cleanup_removes_what_a_crashed_run_left() -> None:
     """Labelled containers and networks of a dead run are found and removed by name."""
     client = docker.from_env()
     labels = {LABEL: "pytest-crashed"}
-    client.networks.create("faultline-pytest-crashed", labels=labels)
-    client.containers.create(base_tag(), "true", name="faultline-pytest-crashed-n1", labels=labels)
-    removed = cleanup("pytest-crashed")
-    assert sorted(removed) == [
-        "container faultline-pytest-crashed-n1",
-        "network faultline-pytest-crashed",
-    ]
-    assert _leftovers("pytest-crashed") == []
+    try:
+        client.networks.create("faultline-pytest-crashed", labels=labels)
+        client.containers.create(base_tag(), "true", name="faultline-pytest-crashed-n1",
+                                 labels=labels)  # fmt: skip
+        removed = cleanup("pytest-crashed")
+        assert sorted(removed) == [
+            "container faultline-pytest-crashed-n1",
+            "network faultline-pytest-crashed",
+        ]
+        assert _leftovers("pytest-crashed") == []
+    finally:
+        cleanup("pytest-crashed")  # the network, if making the container failed
 
 
 def test_missing_image_is_a_clear_error() -> None:
