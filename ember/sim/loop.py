@@ -117,8 +117,6 @@ class Proc:
         default_factory=dict
     )
     fds: set[int] = field(default_factory=set)  # raw descriptors it opened (ember.sim.hostos)
-    # The tasks it made (SimLoop.create_task), for `SimLoop.kill` to end.
-    tasks: weakref.WeakSet[asyncio.Task[Any]] = field(default_factory=weakref.WeakSet)
     clock: HostClock = field(default_factory=HostClock)  # its host's wall clock
 
     def __repr__(self) -> str:
@@ -215,8 +213,9 @@ class SimLoop(asyncio.BaseEventLoop):
         self.handles_run = 0
         self._gc_due = GC_HANDLES
         self._task_seq = 0
-        self.task_order: weakref.WeakKeyDictionary[asyncio.Task[Any], int]
-        self.task_order = weakref.WeakKeyDictionary()
+        # Each task's number and the process that made it (`create_task`).
+        self.born: weakref.WeakKeyDictionary[asyncio.Task[Any], tuple[int, Proc | None]]
+        self.born = weakref.WeakKeyDictionary()
         self._gc_passes = 0
         self._executor_delay = executor_delay_s
         self._rng = random.Random(f"{seed}:loop")
@@ -235,10 +234,8 @@ class SimLoop(asyncio.BaseEventLoop):
         the end of a run walks the tasks in the order they were made."""
         task = super().create_task(coro, name=name, context=context)
         self._task_seq += 1
-        self.task_order[task] = self._task_seq
         owner = CURRENT.get() if context is None else context.get(CURRENT)
-        if owner is not None:
-            owner.tasks.add(task)
+        self.born[task] = (self._task_seq, owner)
         return task
 
     # -- clock -----------------------------------------------------------
@@ -279,9 +276,9 @@ class SimLoop(asyncio.BaseEventLoop):
         proc.frozen.clear()
         self.wire.process_died(proc)
         if CURRENT.get() is proc:  # it killed itself (os._exit): already in its context
-            _close_tasks(lambda: list(proc.tasks), self.task_order)
+            _close_tasks(self, proc)
         else:
-            proc.ctx.run(_close_tasks, lambda: list(proc.tasks), self.task_order)
+            proc.ctx.run(_close_tasks, self, proc)
 
     def deliver_signal(self, proc: Proc, signum: int) -> bool:
         """Run `proc`'s handler for `signum` (as `add_signal_handler` set it); False if none."""
@@ -549,18 +546,20 @@ def _suspended(coro: Any) -> bool:
 _CLOSE_PASSES = 16
 
 
-def _close_tasks(
-    tasks: Callable[[], list[asyncio.Task[Any]]], order: weakref.WeakKeyDictionary[Any, int]
-) -> None:
-    """Close the coroutines of `tasks()` that are still suspended, oldest task
-    first. A `finally` that awaits (closing a link) catches a close at its
-    await, and closing may start new tasks (aiohttp's connector close): each
-    pass ends one more step of those, until nothing is left suspended."""
+def _close_tasks(loop: SimLoop, proc: Proc | None = None) -> None:
+    """Close the still suspended coroutines of `proc`'s tasks (of every task
+    of the loop if None), oldest task first. A `finally` that awaits (closing
+    a link) catches a close at its await, and closing may start new tasks
+    (aiohttp's connector close): each pass ends one more step of those, until
+    nothing is left suspended."""
+    born = loop.born
     for _ in range(_CLOSE_PASSES):
-        live = [t for t in tasks() if not t.done() and _suspended(t.get_coro())]
+        tasks = (asyncio.all_tasks(loop) if proc is None
+                 else [t for t, (_, owner) in list(born.items()) if owner is proc])  # fmt: skip
+        live = [t for t in tasks if not t.done() and _suspended(t.get_coro())]
         if not live:
             return
-        for task in sorted(live, key=lambda t: order.get(t, 0)):
+        for task in sorted(live, key=lambda t: born.get(t, (0, None))[0]):
             with warnings.catch_warnings(), contextlib.suppress(BaseException):
                 warnings.simplefilter("ignore")
                 task.get_coro().close()
@@ -574,6 +573,6 @@ def _abandon(loop: SimLoop) -> None:
     printing "Event loop is closed" / "coroutine ignored GeneratorExit" by
     the thousand. Closed now, with the loop open, they end quietly.
     """
-    _close_tasks(lambda: list(asyncio.all_tasks(loop)), loop.task_order)
+    _close_tasks(loop)
     loop._ready.clear()
     loop._timers.clear()
