@@ -89,7 +89,7 @@ def execute_sim(
         raise RunError(why)
     loop = SimLoop(plan.seed, max_time=MAX_TIME_FACTOR * (plan.time_limit_s + 300))
     disk = Disk(seeded(plan.seed, "disk"))
-    world = World(loop, disk)
+    world = World(loop, disk, boots=seeded(plan.seed, "boot"))
     margin = int(plan.db_settings.get("catchup_margin", RaftConfig().catchup_margin))
     invariants = Omniscient(loop.time, margin)
     world.crash_listeners.append(invariants.on_crash)

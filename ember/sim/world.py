@@ -7,7 +7,8 @@ Each node is `ember.server.serve`, the daemon's own entry point, run as a
 its TOML. The world keeps, per node name, the host address and data
 directory (which outlive incarnations) and the current incarnation:
 
-- `start` spawns a new incarnation (a restart reads the simulated disk);
+- `start` spawns a new incarnation (a restart reads the simulated disk),
+  which serves after a boot time drawn from the seed (`BOOT_S`);
 - `kill` is SIGKILL plus a crash of the node's disk (`hostos.Disk.crash`),
   told to `crash_listeners`;
 - `stop` delivers SIGTERM to the handler `serve` installed;
@@ -39,6 +40,15 @@ from ember.sim.hostos import Disk, ProcessExited, close_descriptors
 from ember.sim.loop import HostClock, Proc, SimLoop, current_proc
 
 log = logging.getLogger(__name__)
+
+# How long a process takes from exec to serving, drawn per incarnation. The
+# loop's timers are exact, so nodes started at one instant would tick in
+# lockstep for ever: every node's election timer would fire on one 50 ms
+# grid, and two voters whose randomized timeouts drew the same tick count
+# would split the vote each time that happened (one round in ten), which
+# real hosts, whose ticks fall at unrelated phases, almost never do. Seeds
+# found three split rounds in a row after a heal this way (notes, session 18).
+BOOT_S = (0.0, 0.1)
 
 
 @dataclass(eq=False)
@@ -72,6 +82,7 @@ class World:
     crashes: list[str] = field(default_factory=list)
     # Told the node's name when an incarnation dies (the omniscient checker).
     crash_listeners: list[Callable[[str], None]] = field(default_factory=list)
+    boots: random.Random = field(default_factory=lambda: random.Random(0))  # boot times
 
     def add(self, name: str, host: str, root: Path, config: NodeConfig) -> SimNode:
         """Register a node (not started)."""
@@ -95,11 +106,13 @@ class World:
             if node.proc is proc:
                 node.runtime, node.plane = runtime, plane
 
-        node.task = self.loop.spawn(proc, self._serve(node, proc, started))
+        boot_s = self.boots.uniform(*BOOT_S)
+        node.task = self.loop.spawn(proc, self._serve(node, proc, started, boot_s))
         return True
 
-    async def _serve(self, node: SimNode, proc: Proc, started: Any) -> None:
+    async def _serve(self, node: SimNode, proc: Proc, started: Any, boot_s: float) -> None:
         try:
+            await asyncio.sleep(boot_s)
             await serve(node.config, started)
         except (OSError, RuntimeError, ValueError) as err:
             if not self.loop.is_running() or not proc.alive:
