@@ -441,7 +441,9 @@ class Wire:
         for end in list(self.open.values()):
             if end.proc is not proc:
                 continue
-            end._lost = True
+            # A dead process writes nothing more: what its `finally` blocks
+            # write as the kill closes them must not follow the reset.
+            end._lost = end._closing = True
             self.forget(end)
             if end.peer is not None:
                 end.out.held.clear()

@@ -132,6 +132,51 @@ def test_a_cut_holds_bytes_until_healed_and_a_long_cut_resets() -> None:
     assert issubclass(error, OSError)
 
 
+def test_a_killed_process_sends_nothing_after_its_reset() -> None:
+    """The kill closes the dead process's coroutines, running their `finally`
+    blocks: a write there must not reach the wire behind the reset."""
+
+    async def main() -> tuple[bytes, int, int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, SimLoop)
+        got = bytearray()
+
+        async def server() -> None:
+            async def on(reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
+                try:
+                    while data := await reader.read(100):
+                        got.extend(data)
+                except OSError:
+                    got.extend(b" [reset]")
+
+            await asyncio.start_server(on, "0.0.0.0", 7000)
+            await asyncio.Event().wait()
+
+        async def client() -> None:
+            _, writer = await asyncio.open_connection("b", 7000)
+            writer.write(b"alive")
+            try:
+                await asyncio.Event().wait()
+            finally:
+                writer.write(b"after death")  # runs at the kill, as the dead process
+
+        a = Proc("a", loop.wire.add_host("a", 1))
+        b = Proc("b", loop.wire.add_host("b", 2))
+        loop.spawn(b, server())
+        await asyncio.sleep(0.01)
+        loop.spawn(a, client())
+        await asyncio.sleep(0.1)
+        before = loop.wire.sent_bytes
+        loop.kill(a)
+        after = loop.wire.sent_bytes
+        await asyncio.sleep(0.1)
+        return bytes(got), before, after
+
+    got, before, after = run_simulation(SimLoop(4), main())
+    assert got == b"alive [reset]"
+    assert after == before  # the reset carries no bytes, and nothing followed it
+
+
 def test_a_stalled_simulation_says_so() -> None:
     async def main() -> None:
         await asyncio.get_running_loop().create_future()
