@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 from typing import Any
 
 import pytest
 
 from workloads.cancel_race import PHASES, CancelRaceGen, choose_cancel, phase_reached
-from workloads.generator import Completion, Context, Limit, Op, drain
+from workloads.generator import PENDING, Completion, Context, Limit, Op, drain
 from workloads.metastore import BASIC_MIX, FULL_MIX, PREFIX, MetastoreOps
-from workloads.rebalance import MIN_PARTITIONS, REPLICAS, RebalanceGen
+from workloads.rebalance import (
+    MIN_PARTITIONS,
+    REPLICAS,
+    RESTORE_RETRY_S,
+    RESTORE_TRIES,
+    RebalanceGen,
+)
 
 S = 1_000_000_000
 NODES = ("n1", "n2", "n3", "n4", "n5")
@@ -44,6 +51,42 @@ def test_rebalance_alters_stay_in_range_and_end_with_the_restore() -> None:
     assert ops[-1].value == {"partitions": 4, "filter": ["*"]}
     assert ops[-1].time_ns >= 60 * S
     assert all(o.time_ns < 60 * S for o in ops[:-1])
+
+
+def test_a_restore_that_fails_is_asked_again_until_ok() -> None:
+    """The restore goes at the time limit, when the nemesis heals and a restarted
+    node may not listen yet: a failed or unknown one is asked again, later,
+    and the generator ends only once one is ok."""
+    gen = RebalanceGen(random.Random(2), NODES, max_partitions=4, stop_ns=10 * S)
+    now, restores = 0, []
+    while (op := gen.op(Context(now, ("t", "u"), ("t", "u")))) is not None:
+        assert isinstance(op, Op), "nothing pending while only the restore is left"
+        now = max(now, op.time_ns)
+        if op.value != gen.restore():
+            gen.update(Context(now, ("t",), ("t",)), Completion(op=op, thread="t", type="ok"))
+            continue
+        restores.append(now)
+        # While the restore is in flight another free thread gets nothing.
+        assert gen.op(Context(now, ("u",), ("t", "u"))) is PENDING
+        kind = ("fail", "info", "ok")[min(len(restores) - 1, 2)]
+        now += S // 100
+        gen.update(Context(now, ("t",), ("t",)),
+                   Completion(op=op, thread="t", type=kind, time_ns=now))  # fmt: skip
+    assert len(restores) == 3
+    assert restores[0] >= 10 * S
+    assert all(b - a >= RESTORE_RETRY_S * S for a, b in itertools.pairwise(restores))
+
+
+def test_a_restore_that_never_succeeds_is_given_up() -> None:
+    gen = RebalanceGen(random.Random(2), NODES, max_partitions=4, stop_ns=0)
+    tries = 0
+    while (op := gen.op(Context(tries * S, ("t",), ("t",)))) is not None:
+        assert isinstance(op, Op)
+        assert op.value == gen.restore()
+        tries += 1
+        gen.update(Context(tries * S, ("t",), ("t",)),
+                   Completion(op=op, thread="t", type="fail", time_ns=tries * S))  # fmt: skip
+    assert tries == RESTORE_TRIES
 
 
 def test_rebalance_never_asks_the_zone_it_believes_it_has() -> None:
