@@ -35,6 +35,20 @@ def _start(loop: SimLoop, name: str, index: int, hits: list[str]) -> Proc:
     return proc
 
 
+async def _recording_server(got: bytearray) -> None:
+    """Port 7000: every byte received goes to `got`, a reset as " [reset]"."""
+
+    async def on(reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(100):
+                got.extend(data)
+        except OSError:
+            got.extend(b" [reset]")
+
+    await asyncio.start_server(on, "0.0.0.0", 7000)
+    await asyncio.Event().wait()
+
+
 def test_virtual_time_runs_a_day_of_timers_in_no_time() -> None:
     async def main() -> list[float]:
         loop = asyncio.get_running_loop()
@@ -83,21 +97,9 @@ def test_a_cut_holds_bytes_until_healed_and_a_long_cut_resets() -> None:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, SimLoop)
         got = bytearray()
-
-        async def echo_server() -> None:
-            async def on(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-                try:
-                    while data := await reader.read(100):
-                        got.extend(data)
-                except OSError:
-                    got.extend(b" [reset]")
-
-            await asyncio.start_server(on, "0.0.0.0", 7000)
-            await asyncio.Event().wait()
-
         a = Proc("a", loop.wire.add_host("a", 1))
         b = Proc("b", loop.wire.add_host("b", 2))
-        loop.spawn(b, echo_server())
+        loop.spawn(b, _recording_server(got))
         await asyncio.sleep(0.01)
         result: list[BaseException | None] = []
 
@@ -141,17 +143,6 @@ def test_a_killed_process_sends_nothing_after_its_reset() -> None:
         assert isinstance(loop, SimLoop)
         got = bytearray()
 
-        async def server() -> None:
-            async def on(reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
-                try:
-                    while data := await reader.read(100):
-                        got.extend(data)
-                except OSError:
-                    got.extend(b" [reset]")
-
-            await asyncio.start_server(on, "0.0.0.0", 7000)
-            await asyncio.Event().wait()
-
         async def client() -> None:
             _, writer = await asyncio.open_connection("b", 7000)
             writer.write(b"alive")
@@ -162,7 +153,7 @@ def test_a_killed_process_sends_nothing_after_its_reset() -> None:
 
         a = Proc("a", loop.wire.add_host("a", 1))
         b = Proc("b", loop.wire.add_host("b", 2))
-        loop.spawn(b, server())
+        loop.spawn(b, _recording_server(got))
         await asyncio.sleep(0.01)
         loop.spawn(a, client())
         await asyncio.sleep(0.1)
