@@ -50,8 +50,9 @@ def test_converged_cluster_passes() -> None:
     result = _check(_audit())
     assert result.valid is True, result.anomalies
     assert result.figures == {"groups": 1, "partitions": 1, "stability-groups": -1,
-                              "stability-late-followers": 0,
-                              "ops-after-heal": 1, "unavailable-after-heal": 0}  # fmt: skip
+                              "stability-late-followers": 0, "replicas-unobserved": 0,
+                              "unobserved": [], "ops-after-heal": 1,
+                              "unavailable-after-heal": 0}  # fmt: skip
 
 
 def test_too_short_quiet_period_is_unknown() -> None:
@@ -124,3 +125,26 @@ def test_a_group_written_to_the_end_may_be_one_report_behind(
     audit["n1"].append({"kind": "lease", "wall": last_wall, "node": "n1"})
     kinds = {a.kind for a in _check(audit).anomalies}
     assert ("replicas-diverge" in kinds) is diverges
+
+
+@pytest.mark.parametrize(("snapshot_at", "diverges"), [(35, True), (40, False), (None, True)])
+def test_a_voter_a_snapshot_took_past_the_last_report_is_unobserved_not_diverged(
+    snapshot_at: int | None, diverges: bool
+) -> None:
+    """Sim property seed 162737: n4 joined by a snapshot past the group's last
+    digest report and the group never reached the next, so n4 has no report
+    to compare. At or past the report it cannot have made one: counted, not
+    flagged. Below it, or with no snapshot, it should have: behind."""
+    audit = _audit()
+    audit["n4"] = [e for e in audit["n4"] if e["kind"] != "applied"]
+    if snapshot_at is not None:
+        audit["n4"].insert(0, {"kind": "snapshot-installed", "group": "part-0",
+                               "index": snapshot_at, "node": "n4"})  # fmt: skip
+    result = _check(audit)
+    kinds = {a.kind for a in result.anomalies}
+    assert ("replicas-diverge" in kinds) is diverges, result.anomalies
+    assert result.figures["replicas-unobserved"] == (0 if diverges else 1)
+    if not diverges:
+        assert result.figures["unobserved"] == [
+            "n4 in part-0: snapshot at 40, past the last digest report at 40"
+        ]
