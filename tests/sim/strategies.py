@@ -46,3 +46,25 @@ def sim_plans(
         quiet_s=3.0,
         options=options,
     )
+
+
+@st.composite
+def mix_plans(draw: st.DrawFn) -> plans.Plan:
+    """A short `--backend sim` plan of ember's full workload mix (register,
+    change-peers, rebalance, cancel-race, metastore) under a random subset of
+    the nemesis primitives, on 3-5 nodes, with the same Raft tunables drawn."""
+    db: dict[str, Any] = {
+        "catchup_margin": draw(st.sampled_from([3, 20, 1000])),
+        "max_entries_per_append": draw(st.sampled_from([1, 4, 64])),
+        "compact_every": draw(st.sampled_from([0, 20, 200])),
+    }
+    return plans.Plan(
+        seed=draw(st.integers(min_value=0, max_value=2**31 - 1)),
+        backend="sim",
+        nodes=NODE_NAMES[: draw(st.sampled_from((3, 4, 5)))],
+        db_settings=db,
+        nemesis=tuple(sorted(draw(st.sets(st.sampled_from(PRIMITIVES), min_size=1)))),
+        time_limit_s=draw(st.sampled_from([8.0, 15.0])),
+        quiet_s=4.0,
+        options={"nemesis_gap_s": draw(st.sampled_from([1.0, 2.0, 4.0]))},
+    )
