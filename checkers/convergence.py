@@ -124,8 +124,8 @@ class ConvergenceChecker:
         end: _GroupEnd,
         stable: dict[str, tuple[str, ...] | None],
         out: list[Anomaly],
-        audit_end: float = 0.0,
-        unobserved: list[str] | None = None,
+        audit_end: float,
+        unobserved: list[str],
     ) -> set[str] | None:
         """Judges one group's end; returns its final voters (None without one leader)."""
         # A node is leader at the end if its last role says so and it has seen
@@ -191,9 +191,8 @@ class ConvergenceChecker:
                         and (v[0] if isinstance(v[0], int) else -1) < furthest
                         and end.snapshot.get(n, -1) >= furthest)  # fmt: skip
         for n in jumped:
-            if unobserved is not None:
-                unobserved.append(f"{n} in {group}: snapshot at {end.snapshot[n]}, past the "
-                                  f"last digest report at {furthest}")  # fmt: skip
+            unobserved.append(f"{n} in {group}: snapshot at {end.snapshot[n]}, past the "
+                              f"last digest report at {furthest}")  # fmt: skip
             del last[n]
         differ = any(v != (None, None, None) for v in last.values()) and len(set(last.values())) > 1
         # Caught mid-stream (still written) is no divergence: equal digests at

@@ -12,6 +12,15 @@ from nemesis.generator import PRIMITIVES
 NODE_NAMES = ("n1", "n2", "n3", "n4", "n5")
 
 
+def _raft_tunables(draw: st.DrawFn) -> dict[str, Any]:
+    """The Raft tunables that make the core's corner cases likely."""
+    return {
+        "catchup_margin": draw(st.sampled_from([3, 20, 1000])),
+        "max_entries_per_append": draw(st.sampled_from([1, 4, 64])),
+        "compact_every": draw(st.sampled_from([0, 20, 200])),
+    }
+
+
 @st.composite
 def sim_plans(
     draw: st.DrawFn, *, nodes: tuple[int, ...] = (3, 4), time_limit_s: float = 6.0
@@ -24,11 +33,7 @@ def sim_plans(
     and plan options that make the core's corner cases likely: a small
     catch-up margin, one entry per append, frequent compaction, learners.
     """
-    db: dict[str, Any] = {
-        "catchup_margin": draw(st.sampled_from([3, 20, 1000])),
-        "max_entries_per_append": draw(st.sampled_from([1, 4, 64])),
-        "compact_every": draw(st.sampled_from([0, 20, 200])),
-    }
+    db = _raft_tunables(draw)
     options: dict[str, Any] = {
         "change_interval_s": draw(st.sampled_from([0.5, 1.0, 2.0])),
         "change_learners": draw(st.booleans()),
@@ -53,11 +58,7 @@ def mix_plans(draw: st.DrawFn) -> plans.Plan:
     """A short `--backend sim` plan of ember's full workload mix (register,
     change-peers, rebalance, cancel-race, metastore) under a random subset of
     the nemesis primitives, on 3-5 nodes, with the same Raft tunables drawn."""
-    db: dict[str, Any] = {
-        "catchup_margin": draw(st.sampled_from([3, 20, 1000])),
-        "max_entries_per_append": draw(st.sampled_from([1, 4, 64])),
-        "compact_every": draw(st.sampled_from([0, 20, 200])),
-    }
+    db = _raft_tunables(draw)
     return plans.Plan(
         seed=draw(st.integers(min_value=0, max_value=2**31 - 1)),
         backend="sim",
