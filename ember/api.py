@@ -261,7 +261,10 @@ class Api:
             )
         except NotLeader as err:
             raise self._not_leader(group, err) from None
-        except (ChangeBusy, StaleToken, WrongTerm) as err:
+        except ChangeBusy as err:
+            # `settling`: a new leader not ready yet, worth asking again (docs/node.md).
+            raise ApiError(409, _raft_code(err), str(err), settling=err.settling) from None
+        except (StaleToken, WrongTerm) as err:
             raise ApiError(409, _raft_code(err), str(err)) from None
         except (InvalidConfig, RaftError, ValueError) as err:
             raise ApiError(400, "invalid-config", str(err)) from None

@@ -17,7 +17,11 @@ The worker sends to the leader the client last knew for the partition. A
 node that answers it does not lead (421 / 503 no-leader: certainly not
 applied) may be a removed leader that hears from no one, so the worker then
 forgets it, asks every node's status for the highest-term leader and sends
-there, a few times, before the op fails.
+there, a few times, before the op fails. A leader that answers it is not
+ready for a change yet (409 change-busy with `settling`: elected so recently
+that no entry of its term, or the configuration it inherited, has committed)
+is asked again after a pause, a few times: as jraft's, ember's new leader
+takes changes once its first entry commits, within a heartbeat round or two.
 
 Outcomes: ok when the STABLE entry committed; fail when the change
 certainly did not take effect (refused, or reset during catch-up:
@@ -41,6 +45,8 @@ CHANGE_TIMEOUT_S = 20.0
 MIN_PEERS = 2  # never shrink a group below this: it must keep serving
 LEADER_SEARCHES = 3  # after a not-leader answer: look for the leader this many times
 SEARCH_PAUSE_S = 0.5  # between searches that found no leader (an election may be on)
+SETTLE_TRIES = 15  # after a settling answer: ask the same leader again this many times
+SETTLE_PAUSE_S = 0.2  # before each (a few heartbeat intervals)
 LEARNER_SHARE = 0.7  # with learners on: the share of changes that name one
 
 
@@ -153,6 +159,14 @@ class ChangePeersWorker:
             out = await self.client.request(
                 "POST", "/admin/change-peers", body, base=leader, partition=part
             )
+        for _ in range(SETTLE_TRIES):
+            if not _settling(out):
+                break
+            # Refused, so certainly not applied: safe to send again.
+            await asyncio.sleep(SETTLE_PAUSE_S)
+            out = await self.client.request(
+                "POST", "/admin/change-peers", body, base=out.url, partition=part
+            )
         if out.type == "unknown" and isinstance(out.value, dict) and "id" in out.value:
             out = await self._poll(out, str(out.value["id"]))
         reply = self._classify(out, v)
@@ -212,6 +226,17 @@ class ChangePeersWorker:
         if conf.get("joint") or g.get("stage") not in (None, "none"):
             return None
         return sorted(conf.get("peers", []))
+
+
+def _settling(out: Outcome) -> bool:
+    """The leader refused the change only because it is not ready for one yet."""
+    return (
+        out.type == "fail"
+        and out.status == 409
+        and isinstance(out.value, dict)
+        and out.value.get("error") == "change-busy"
+        and out.value.get("settling") is True
+    )
 
 
 def _no_leader(out: Outcome) -> bool:

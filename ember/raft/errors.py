@@ -20,7 +20,15 @@ class NotLeader(RaftError):  # noqa: N818 -- name fixed by docs/raft-api.md
 
 
 class ChangeBusy(RaftError):  # noqa: N818 -- name fixed by docs/raft-api.md
-    """A membership change is already in flight in this group."""
+    """A membership change is already in flight in this group, or (`settling`)
+    a new leader has not yet committed what a change must start from.
+
+    A settling leader takes a change on its own within a heartbeat round or
+    two, with nothing else to finish first, so a caller may send it again."""
+
+    def __init__(self, reason: str, *, settling: bool = False) -> None:
+        super().__init__(reason)
+        self.settling = settling
 
 
 class StaleToken(RaftError):  # noqa: N818 -- name fixed by docs/raft-api.md

@@ -225,14 +225,16 @@ class RawNode:
             # (a new leader's inherited entry); the catch-up check would go stale.
             raise ChangeBusy(
                 f"the configuration entry at {self.conf_index} is not committed yet "
-                f"(commit {self.log.committed})"
+                f"(commit {self.log.committed})",
+                settling=True,
             )
         if self.log.term(self.log.committed) != self.term:
             # As jraft (a new leader's first entry commits before any change):
             # until an entry of its own term commits, the leader's commit index
             # and its peers' progress are from an older term (R7).
             raise ChangeBusy(
-                f"no entry of term {self.term} is committed yet (commit {self.log.committed})"
+                f"no entry of term {self.term} is committed yet (commit {self.log.committed})",
+                settling=True,
             )
         mem.start_change(self, ticket, target)
         return ticket

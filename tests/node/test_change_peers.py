@@ -191,6 +191,7 @@ def test_concurrent_change_is_refused(make_cluster: MakeCluster) -> None:
     code, busy = cluster.call(leader, "POST", "/admin/change-peers", second)
     assert code == 409, busy
     assert busy["error"] == "change-busy"
+    assert busy["settling"] is False
     assert cluster.call(leader, "DELETE", "/admin/failpoints/raft.message.drop")[0] == 200
     cluster.wait_for(
         lambda: cluster.call(leader, "GET", f"/admin/changes/{doc['id']}")[1]["state"] == "done",

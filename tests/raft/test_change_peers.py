@@ -125,8 +125,9 @@ def test_second_change_while_one_is_in_flight_is_busy():
     net.down.add("n4")
     leader = net.nodes["n1"]
     leader.change_peers(["n1", "n2", "n3", "n4"], token=1)
-    with pytest.raises(ChangeBusy, match=r"token 1.*catching-up"):
+    with pytest.raises(ChangeBusy, match=r"token 1.*catching-up") as busy:
         leader.change_peers(["n1", "n2", "n3", "n5"], token=2)
+    assert busy.value.settling is False  # waiting would not help: the change runs on
 
 
 def test_stale_token_changes_nothing():
@@ -410,8 +411,9 @@ def test_change_waits_for_the_configuration_in_force_to_commit():
     # Until it commits, the change is not over: a driver polling the leader's
     # status must not take the inherited C(new) for done (M1).
     assert new.status().stage == "stable"
-    with pytest.raises(ChangeBusy, match=r"not committed yet"):
+    with pytest.raises(ChangeBusy, match=r"not committed yet") as busy:
         new.change_peers(["n2", "n3", "n4"], token=2)
+    assert busy.value.settling is True
     with pytest.raises(ChangeBusy, match=r"not committed yet"):
         new.change_peers(["n1", "n2", "n3", "n4"], token=1)  # not "already in place"
     net.drop = lambda m: False
@@ -434,8 +436,9 @@ def test_change_waits_for_an_entry_of_the_leaders_term_to_commit():
     new = net.nodes["n2"]
     assert new.role == "leader"
     assert new.log.term(new.log.committed) != new.term
-    with pytest.raises(ChangeBusy, match=r"no entry of term"):
+    with pytest.raises(ChangeBusy, match=r"no entry of term") as busy:
         new.change_peers(["n2", "n3", "n4"], token=2)
+    assert busy.value.settling is True
     net.drop = lambda m: False
     net.tick(times=3)
     assert new.log.term(new.log.committed) == new.term
