@@ -173,6 +173,7 @@ class Api:
                 web.post("/admin/change-peers/submit", self.change_submit),
                 web.get("/admin/changes/{id}", self.change_status),
                 web.post("/admin/transfer-leader", self.transfer_leader),
+                web.post("/admin/report-applied", self.report_applied),
                 web.get("/admin/failpoints", self.failpoints_list),
                 web.post("/admin/failpoints/{name}", self.failpoint_enable),
                 web.delete("/admin/failpoints/{name}", self.failpoint_disable),
@@ -241,6 +242,11 @@ class Api:
     async def status(self, request: web.Request) -> web.Response:
         """Per-group Raft state (role, term, leader, indexes, configuration, stage, token)."""
         return _json(self.runtime.status())
+
+    async def report_applied(self, request: web.Request) -> web.Response:
+        """Write every group's applied state to the audit log now (the harness
+        asks before it collects the logs, docs/events.md)."""
+        return _json({"reported": self.runtime.report_applied("collect")})
 
     def _group(self, group: str) -> str:
         if group not in self.runtime.groups:

@@ -196,11 +196,7 @@ class NodeRuntime:
         """Stop the loop, fail waiting calls, close the transport and store."""
         self._stopping = True
         self.audit.record({"kind": "stopping"})
-        for group in self.groups.values():
-            # The end state, so the convergence checker can compare replicas.
-            if group.sm.applied:
-                end = (group.sm.applied, group.sm.digest, group.sm.content_digest())
-                self._record_applied(group, [end])
+        self.report_applied("shutdown")
         if self._tick_timer is not None:
             self._tick_timer.cancel()
         for task in self._tasks:
@@ -509,10 +505,28 @@ class NodeRuntime:
         self._wake.set()  # what the steps left for the next round
         sync.result()
 
-    def _record_applied(self, group: Group, digests: list[Applied]) -> None:
+    def report_applied(self, reason: str) -> dict[str, int]:
+        """An `applied` event for every group at the index it has applied now,
+        with `reason` (docs/events.md): the end state, so the convergence
+        checker can compare replicas past their last periodic report. Returns
+        group -> the index reported."""
+        reported: dict[str, int] = {}
+        now = time.monotonic_ns()
+        for group in self.groups.values():
+            if group.sm.applied:
+                end = (group.sm.applied, group.sm.digest, group.sm.content_digest())
+                moved = group.moved_ns
+                idle = None if moved is None else round((now - moved) / 1e9, 3)
+                self._record_applied(group, [end], {"reason": reason, "idle_s": idle})
+                reported[group.id] = group.sm.applied
+        return reported
+
+    def _record_applied(
+        self, group: Group, digests: list[Applied], extra: dict[str, Any] | None = None
+    ) -> None:
         for index, digest, state in digests:
             event = {"kind": "applied", "term": group.raw.term, "index": index,
-                     "digest": digest, "state": state}  # fmt: skip
+                     "digest": digest, "state": state, **(extra or {})}  # fmt: skip
             self.audit.record(event, group.id)
 
     def _send(self, msg: Message) -> None:

@@ -1,0 +1,35 @@
+"""POST /admin/report-applied: each group's end state in the audit log, on request."""
+
+from __future__ import annotations
+
+import time
+
+from tests.node.conftest import MakeCluster
+
+GROUP = "part-0"
+WRITES = 7  # not a multiple of the periodic report's 50: only the request reports there
+
+
+def test_every_replica_reports_where_it_is_when_asked(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(["n1", "n2", "n3"], extra=["--partitions", "1"])
+    cluster.start_all()
+    leader = cluster.wait_leader(GROUP)
+    for i in range(WRITES):
+        code, doc = cluster.call(leader, "PUT", f"/kv/k{i}", {"value": i})
+        assert code == 200, doc
+    commit = cluster.status(leader)["groups"][GROUP]["commit"]
+
+    def applied_everywhere() -> bool:
+        return all(cluster.status(n)["groups"][GROUP]["applied"] == commit for n in cluster.names)
+
+    cluster.wait_for(applied_everywhere, "every replica to apply the writes")
+    time.sleep(0.3)  # idle_s must count the time since the last apply
+    reports = []
+    for n in cluster.names:
+        code, doc = cluster.call(n, "POST", "/admin/report-applied", {})
+        assert (code, doc["reported"][GROUP]) == (200, commit), doc
+        ev = [e for e in cluster.events(n) if e["kind"] == "applied" and e.get("group") == GROUP]
+        reports.append(ev[-1])
+    assert {(r["index"], r["reason"]) for r in reports} == {(commit, "collect")}
+    assert len({(r["digest"], r["state"]) for r in reports}) == 1, reports
+    assert all(0.3 <= r["idle_s"] < 30 for r in reports), reports
