@@ -35,6 +35,7 @@ from nemesis.process import ProcessSpec
 RAFT_PORT = 7000
 HTTP_PORT = 8000
 HEALTH_POLL_S = 0.25
+REPORT_APPLIED = "/admin/report-applied"  # ember: each group's end state into the audit log
 
 
 class DBError(RuntimeError):
@@ -360,6 +361,15 @@ class EmberDB(ProcessDB):
             if time.monotonic() > deadline:
                 raise not_healthy(timeout_s, down, leaderless, moving)
             time.sleep(HEALTH_POLL_S)
+
+    def report_applied(self, names: Sequence[str]) -> list[str]:
+        """Asks every node to write each group's applied state to its audit log
+        (POST /admin/report-applied), so the convergence checker compares the
+        replicas where they end, not at their last periodic report; returns
+        the nodes that did not answer."""
+        urls = self.urls()
+        answers = {n: http_json(urls[n] + REPORT_APPLIED, "POST", {}, timeout_s=5) for n in names}
+        return [n for n, doc in answers.items() if doc is None]
 
     def rebalancing(self, url: str) -> list[str]:
         """The assignment keys still in flight (pending, planned, cancel), read

@@ -21,7 +21,9 @@ Theory of operation (Jepsen's `core/run!`). In order:
    and at the end (harness.clock_offsets);
 5. `heal-all` (a nemesis op, so the history records it), the database
    awaited healthy again (for ember with a zone: every rebalance finished),
-   a quiet period, then one final read per key;
+   a quiet period, then one final read per key, and (ember) every node
+   asked to write each group's applied state to its audit log, so
+   convergence compares replicas where they end;
 6. logs and audit events collected into nodes/<n>/;
 7. the cluster healed and brought down (unless `leave_running`) — on any
    error and on SIGINT / SIGTERM too, with further signals ignored while
@@ -251,6 +253,7 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "final reads"
         reads: Generator = Seq([Once(op) for op in p.system.final_reads(p.plan)])
         await interp.run({"client": reads})
+        notes += await report_applied(p.db, names)
     finally:
         watcher.stop()
         for c in clients:
@@ -265,6 +268,20 @@ async def wait_healthy(db: Any, names: list[str], timeout_s: float) -> None:
         await wait(names, timeout_s)
     else:
         await asyncio.to_thread(db.wait_healthy, names, timeout_s)
+
+
+async def report_applied(db: Any, names: list[str]) -> list[str]:
+    """Has a db that can (ember) write its replicas' end states to the audit
+    logs before they are collected; notes naming the nodes that did not."""
+    report = getattr(db, "report_applied_async", None)
+    if report is not None:
+        missing = await report(names)
+    elif hasattr(db, "report_applied"):
+        missing = await asyncio.to_thread(db.report_applied, names)
+    else:
+        return []
+    return [f"{n} did not report its applied state at the end: replicas compared at "
+            f"their last periodic report" for n in missing]  # fmt: skip
 
 
 def _system(plan: plans.Plan) -> System[Any]:

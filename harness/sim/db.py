@@ -27,7 +27,14 @@ import aiohttp
 from ember.server import _parser, build_config
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
-from harness.db import ZONE_REFUSED, DBError, EmberDB, in_flight, not_healthy
+from harness.db import (
+    REPORT_APPLIED,
+    ZONE_REFUSED,
+    DBError,
+    EmberDB,
+    in_flight,
+    not_healthy,
+)
 from harness.store import RunDir
 from nemesis.fault import Fault
 
@@ -180,6 +187,15 @@ class SimEmberDB(EmberDB):
             if loop.time() > deadline:
                 raise not_healthy(timeout_s, down, leaderless, moving)
             await asyncio.sleep(HEALTH_POLL_S)
+
+    async def report_applied_async(self, names: Sequence[str]) -> list[str]:
+        """`EmberDB.report_applied` over the simulated network."""
+        urls = self.urls()
+        missing = []
+        for n in names:
+            if await self.http_json(urls[n] + REPORT_APPLIED, "POST", {}, timeout_s=5) is None:
+                missing.append(n)
+        return missing
 
     async def rebalancing_async(self, url: str) -> list[str]:
         """`EmberDB.rebalancing` over the simulated network."""
