@@ -16,8 +16,17 @@ Otherwise, from the nodes' audit events (each node's last word per group):
   when it reports `started`), every voter follows it in that term and holds
   its configuration, which is stable (not joint) and, for a partition's
   group (`part-<partition>`), has voters equal to that partition's stable;
-- the group's voters agree on their last `applied` (index, log digest,
-  content digest), but for a voter that installed a snapshot at or past the
+- the group's voters agree on (applied index, log digest, content digest)
+  as they reported them when the harness asked, just before it collected
+  the logs (`applied` with reason `collect`; figure
+  `groups-judged-at-collection`), unless the group was still being written
+  as the reports were taken one node after another (its furthest voter
+  applied an entry under STILL_WRITTEN_S before its report, and no voter is
+  two periodic reports behind it: the metastore's group takes lease
+  renewals to the very end). A group with a voter that did not report then
+  (an older run, a node that did not answer) is judged by the periodic
+  reports instead: the voters agree on their last `applied`, but for a
+  voter that installed a snapshot at or past the
   furthest report of the group: it jumped over that index and can report
   no earlier than the next one, so it is not compared, and is counted
   (figure `replicas-unobserved`, each named in `unobserved`) rather than
@@ -50,6 +59,7 @@ from checkers.stats import change_windows, fault_windows
 
 DEFAULT_QUIET_S = 5.0
 STILL_WRITTEN_S = 2.0
+COLLECT = "collect"  # an `applied` report's reason when the harness asked for it at the end
 NS_PER_S = 1_000_000_000
 
 
@@ -84,15 +94,18 @@ class ConvergenceChecker:
         audit_end = max((w for w in walls if isinstance(w, int | float)), default=0.0)
         voters: dict[str, set[str]] = {}
         unobserved: list[str] = []
+        at_collection = 0  # groups whose every voter reported when the logs were collected
         for group in sorted(groups):
             final = self._group(group, groups[group], stable, out, audit_end, unobserved)
             if final is not None:
                 voters[group] = final
+                at_collection += all(n in groups[group].collected for n in final)
         judged, late = check_stability(ctx, voters, last_end, quiet_s, out)
         figures = check_availability(ctx, last_end, out)
         return verdict(self.name, out, groups=len(groups), partitions=len(stable),
                        **{"stability-groups": judged, "stability-late-followers": late,
-                          "replicas-unobserved": len(unobserved), "unobserved": unobserved},
+                          "replicas-unobserved": len(unobserved), "unobserved": unobserved,
+                          "groups-judged-at-collection": at_collection},
                        **figures)  # fmt: skip
 
     @staticmethod
@@ -183,6 +196,13 @@ class ConvergenceChecker:
                 f"{group}: voters {behind} hold a configuration other than leader {leader}'s",
                 *(end.conf[n] for n in behind),
             )
+        if voters and all(n in end.collected for n in voters):
+            at_end = {n: _state(end.collected[n]) for n in voters}
+            if len(set(at_end.values())) > 1 and not _written_at_collection(end, voters):
+                _flag(out, "replicas-diverge",
+                      f"{group} voters differ when the logs were collected: {at_end}",
+                      *(end.collected[n] for n in voters))  # fmt: skip
+            return set(voters) | set(peers_of(leader_conf.get("old_peers")) or ())
         # A voter with no digest while others have one has not caught up,
         # unless a snapshot took it past the furthest report (module doc).
         last = {n: _state(end.applied.get(n)) for n in voters or ()}
@@ -264,6 +284,7 @@ class _GroupEnd:
         self.digests: dict[int, dict[str, Any]] = {}
         self.states: dict[int, dict[str, Any]] = {}  # index -> first report with a `state`
         self.snapshot: dict[str, int] = {}  # the index of each node's last snapshot install
+        self.collected: dict[str, dict[str, Any]] = {}  # the report asked for at collection
 
     def restart(self, node: str) -> None:
         """A restarted node starts as a follower with no known leader."""
@@ -287,10 +308,13 @@ class _GroupEnd:
         elif kind == "snapshot-installed" and isinstance(ev.get("index"), int):
             self.snapshot[node] = ev["index"]
         elif kind == "applied" and isinstance(ev.get("index"), int):
-            last = self.applied.get(node)
-            if last is not None and last.get("index") != ev["index"]:
-                self.previous_applied[node] = last
-            self.applied[node] = ev
+            if ev.get("reason") == COLLECT:
+                self.collected[node] = ev
+            else:
+                last = self.applied.get(node)
+                if last is not None and last.get("index") != ev["index"]:
+                    self.previous_applied[node] = last
+                self.applied[node] = ev
             first = self.digests.setdefault(ev["index"], ev)
             if first.get("digest") != ev.get("digest"):
                 _flag(
@@ -351,6 +375,21 @@ def _still_written(end: _GroupEnd, voters: tuple[str, ...], audit_end: float) ->
     previous = end.previous_applied.get(top)
     floor = int(previous.get("index") or 0) if previous else indexes[top]
     return all(i >= floor for i in indexes.values())
+
+
+def _written_at_collection(end: _GroupEnd, voters: tuple[str, ...]) -> bool:
+    """Whether the voters' reports at collection differ only because the group
+    was still being written as they were taken, one node after another: the
+    furthest voter applied an entry within STILL_WRITTEN_S before its report
+    (`idle_s`), and no voter is two periodic reports behind it."""
+    reports = {n: end.collected[n] for n in voters}
+    indexes = {n: int(ev.get("index") or 0) for n, ev in reports.items()}
+    top = max(indexes, key=lambda n: indexes[n])
+    idle = reports[top].get("idle_s")
+    if not isinstance(idle, int | float) or idle > STILL_WRITTEN_S:
+        return False
+    floor = end.previous_applied.get(top) or end.applied.get(top) or reports[top]
+    return all(i >= int(floor.get("index") or 0) for i in indexes.values())
 
 
 def _state(ev: dict[str, Any] | None) -> tuple[Any, Any, Any]:

@@ -51,8 +51,8 @@ def test_converged_cluster_passes() -> None:
     assert result.valid is True, result.anomalies
     assert result.figures == {"groups": 1, "partitions": 1, "stability-groups": -1,
                               "stability-late-followers": 0, "replicas-unobserved": 0,
-                              "unobserved": [], "ops-after-heal": 1,
-                              "unavailable-after-heal": 0}  # fmt: skip
+                              "unobserved": [], "groups-judged-at-collection": 0,
+                              "ops-after-heal": 1, "unavailable-after-heal": 0}  # fmt: skip
 
 
 def test_too_short_quiet_period_is_unknown() -> None:
@@ -148,3 +148,74 @@ def test_a_voter_a_snapshot_took_past_the_last_report_is_unobserved_not_diverged
         assert result.figures["unobserved"] == [
             "n4 in part-0: snapshot at 40, past the last digest report at 40"
         ]
+
+
+def _collected(audit: dict[str, list[dict[str, Any]]], at: dict[str, tuple[int, str, float]]
+               ) -> None:  # fmt: skip
+    """Appends each node's report at collection: (index, digest, idle_s)."""
+    for node, (index, digest, idle) in at.items():
+        audit[node].append({"kind": "applied", "group": "part-0", "index": index,
+                            "digest": digest, "reason": "collect", "idle_s": idle,
+                            "node": node})  # fmt: skip
+
+
+def test_voters_equal_at_collection_are_judged_there() -> None:
+    """Past the last periodic report (40) every voter reports 57 alike: judged
+    there, and the figure says so."""
+    audit = _audit()
+    _collected(audit, dict.fromkeys(NEW, (57, "d57", 6.0)))
+    result = _check(audit)
+    assert result.valid is True, result.anomalies
+    assert result.figures["groups-judged-at-collection"] == 1
+
+
+@pytest.mark.parametrize(
+    ("n4_report", "idle_s", "kinds"),
+    [
+        ((57, "dXX"), 6.0, {"replicas-diverge", "digest-mismatch"}),  # same index, other entries
+        ((52, "d52"), 6.0, {"replicas-diverge"}),  # behind in a group quiet for 6 s
+        ((52, "d52"), 0.3, set()),  # behind in a group still written: reports a moment apart
+        ((38, "d38"), 0.3, {"replicas-diverge"}),  # written, but two periodic reports behind
+    ],
+)
+def test_voters_that_differ_at_collection_diverge_unless_still_written(
+    n4_report: tuple[int, str], idle_s: float, kinds: set[str]
+) -> None:
+    audit = _audit()
+    for n in NEW:  # periodic reports at 0 and 40: the floor is 0 + one report
+        audit[n].insert(3, {"kind": "applied", "group": "part-0", "index": 0, "digest": "d0",
+                            "node": n})  # fmt: skip
+    audit["n4"] = [e for e in audit["n4"] if e.get("index") != 40 or e["kind"] != "applied"]
+    audit["n4"].append({"kind": "applied", "group": "part-0", "index": 40, "digest": "abc",
+                        "node": "n4"})  # fmt: skip
+    _collected(audit, {"n1": (57, "d57", idle_s), "n2": (57, "d57", idle_s),
+                       "n4": (*n4_report, idle_s)})  # fmt: skip
+    if n4_report[0] == 38:
+        for n in ("n1", "n2"):
+            audit[n].insert(4, {"kind": "applied", "group": "part-0", "index": 50,
+                                "digest": "d50", "node": n})  # fmt: skip
+    result = _check(audit)
+    assert {a.kind for a in result.anomalies} == kinds, result.anomalies
+
+
+def test_a_voter_without_a_report_at_collection_falls_back_to_the_periodic_ones() -> None:
+    """n4 did not answer at collection: the periodic reports (equal at 40) judge."""
+    audit = _audit()
+    _collected(audit, {"n1": (57, "d57", 6.0), "n2": (57, "d57", 6.0)})
+    result = _check(audit)
+    assert result.valid is True, result.anomalies
+    assert result.figures["groups-judged-at-collection"] == 0
+
+
+def test_a_voter_a_snapshot_took_past_the_periodic_reports_is_compared_at_collection() -> None:
+    """Seed 162737's case with the collection reports: n4 is judged, not unobserved."""
+    audit = _audit()
+    audit["n4"] = [e for e in audit["n4"] if e["kind"] != "applied"]
+    audit["n4"].insert(0, {"kind": "snapshot-installed", "group": "part-0", "index": 45,
+                           "node": "n4"})  # fmt: skip
+    _collected(audit, dict.fromkeys(NEW, (57, "d57", 6.0)))
+    result = _check(audit)
+    assert result.valid is True, result.anomalies
+    assert result.figures["replicas-unobserved"] == 0
+    _collected(audit, {"n4": (57, "other", 6.0)})  # a later report at collection wins
+    assert "replicas-diverge" in {a.kind for a in _check(audit).anomalies}

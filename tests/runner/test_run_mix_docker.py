@@ -50,6 +50,9 @@ def test_every_checker_judges_the_mix_and_it_is_valid(mix_run: RunOutcome) -> No
     assert set(doc["checkers"]) >= CHECKERS
     verdicts = {name: c["valid"] for name, c in doc["checkers"].items()}
     assert verdicts["convergence"] is True, doc["checkers"]["convergence"]
+    # Every node answered the harness's report-applied call before collection.
+    figures = doc["checkers"]["convergence"]["figures"]
+    assert figures["groups-judged-at-collection"] == figures["groups"] > 0, figures
     assert mix_run.result.valid is True, (verdicts, mix_run.result.reasons)
     assert mix_run.exit_code == 0
 

@@ -64,6 +64,10 @@ def test_the_default_plan_runs_every_workload_and_fault_kind(tmp_path: Path) -> 
     assert results["valid"] is True, results["reasons"]
     for checker in ("linearizable", "raft", "revisions", "convergence", "stats"):
         assert results["checkers"][checker]["valid"] is True, checker
+    # Every node reported its replicas' end state when asked before collection,
+    # so every group's end was judged there, not at older periodic reports.
+    figures = results["checkers"]["convergence"]["figures"]
+    assert figures["groups-judged-at-collection"] == figures["groups"] == 7, figures
     for node in ("n1", "n2", "n3", "n4", "n5"):
         assert (run_dir / "nodes" / node / "events.jsonl").stat().st_size > 0
         assert "serving HTTP" in (run_dir / "nodes" / node / "ember.log").read_text()
