@@ -139,7 +139,9 @@ def test_replay_verdict_names_files_that_differ(tmp_path: Path) -> None:
 # Found before nodes booted at seeded offsets (docs/simulation.md): since
 # then these seeds play other trajectories than the ones that found the
 # scenario named, so they may not reach it; they stay as default-plan runs
-# that must be valid.
+# that must be valid. Each scenario is pinned by a test of its own: 3 and 75
+# in tests/checkers/test_assignments.py, 18 in test_convergence.py, 56 and
+# 67 (one scenario) in tests/sim/test_omniscient.py.
 @pytest.mark.parametrize(
     ("seed", "time_limit", "why"),
     [
