@@ -35,6 +35,9 @@ from nemesis.process import ProcessSpec
 RAFT_PORT = 7000
 HTTP_PORT = 8000
 HEALTH_POLL_S = 0.25
+# A busy node (a loaded host, a long fsync) may take seconds to answer a
+# failpoint switch: the Docker full mix saw n1 answer after more than 2 s.
+FAILPOINT_WAIT_S = 5.0
 REPORT_APPLIED = "/admin/report-applied"  # ember: each group's end state into the audit log
 
 
@@ -418,13 +421,16 @@ class EmberDB(ProcessDB):
         url = f"{self.urls()[name]}/admin/failpoints/{failpoint}"
         heal = {name: [failpoint_off_command(failpoint, self.config_path)]}
         if params is None:
-            got = http_json(url, "DELETE")
+            got = http_json(url, "DELETE", timeout_s=FAILPOINT_WAIT_S)
         else:
             # Journaled first, with the heal a later `faultline clean` runs on the node.
             journal.note_fault("failpoint", heal, {name: [f"POST {url} {dict(params)}"]})
-            got = http_json(url, "POST", dict(params))
+            got = http_json(url, "POST", dict(params), timeout_s=FAILPOINT_WAIT_S)
         if got is None:
-            raise DBError(f"{name} refused failpoint {failpoint} ({url})")
+            # No answer in time is not a refusal: the node may have done it.
+            raise DBError(f"{name} did not confirm failpoint {failpoint} "
+                          f"{'off' if params is None else 'on'} (no answer within "
+                          f"{FAILPOINT_WAIT_S:g} s, or an error, from {url})")  # fmt: skip
         if params is None:
             journal.note_healed("failpoint", heal)
         self.remember_failpoint(name, failpoint, params)

@@ -94,6 +94,7 @@ class NemesisWorker:
         self.names = [n.name for n in self.nodes]
         self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
         self.slow_method: str | None = None
+        self.failpoints_tried = False  # a slow fault by failpoint was asked for, applied or not
         self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
         self.shell = Shell(control)  # kills and pauses: one round trip on an open channel
 
@@ -266,15 +267,24 @@ class NemesisWorker:
             self.slow_method = "rate-limit"
             return fault, {**extra, "method": "rate-limit"}
         params = {"delay_ms": SLOW_DELAY_MS, "peer": node}
-        done: list[str] = []
+        self.failpoints_tried = True  # heal-all switches them off everywhere, whatever came of it
+        asked: list[str] = []
         try:
             for other in others:
+                # Asked counts before the answer: a node that does not answer
+                # in time may still have switched the failpoint on.
+                asked.append(other)
                 self.db.set_failpoint(other, "raft.append.delay", params)
-                done.append(other)
+        except (ControlError, DBError, RuntimeError) as exc:
+            # Half a slow fault must not outlive the error; what cannot be
+            # switched off now waits for the heal-all sweep, and says so.
+            left = self._failpoints_off(asked)
+            if left:
+                raise DBError(f"{exc}; raft.append.delay may stay on at {', '.join(left)} "
+                              f"until heal-all") from None  # fmt: skip
+            raise
         except BaseException:
-            for other in done:  # half a slow fault must not outlive the error
-                with _quiet():
-                    self.db.set_failpoint(other, "raft.append.delay", None)
+            self._failpoints_off(asked)
             raise
         self.slow_method = "failpoint"  # only once applied: the run's note says so
         fault = Fault(kind="slow", detail={"targets": {o: [node] for o in others}},
@@ -288,8 +298,10 @@ class NemesisWorker:
             return {**v, "healed": None}
         fault, extra = entry
         if kind == "slow" and extra.get("method") == "failpoint":
-            for node in fault.detail.get("targets", {}):
-                self.db.set_failpoint(node, "raft.append.delay", None)
+            left = self._failpoints_off(list(fault.detail.get("targets", {})))
+            if left:
+                raise DBError(f"raft.append.delay not confirmed off on {', '.join(left)}: "
+                              f"switched off again at heal-all")  # fmt: skip
             return {**v, "healed": fault.as_value()}
         healed = fault.heal(self.control)
         return {**v, **healed.as_value()}
@@ -303,11 +315,23 @@ class NemesisWorker:
         self.shell.close()
         heal_all(self.control)
         self.db.start(self.control, self.names)  # idempotent: restarts only the dead
-        if self.slow_method == "failpoint":
-            for node in self.names:
-                with _quiet():
-                    self.db.set_failpoint(node, "raft.append.delay", None)
+        if self.failpoints_tried:
+            left = self._failpoints_off(self.names)
+            if left:
+                raise DBError(f"raft.append.delay not confirmed off on {', '.join(left)} after "
+                              f"heal-all: the quiet period may still be slowed there")  # fmt: skip
         return {"healed": healed, "commands": {"*": ["heal_all", "start ember where not running"]}}
+
+    def _failpoints_off(self, names: Sequence[str]) -> list[str]:
+        """Switches the slow failpoint off on every one of `names`, each tried
+        even when another does not answer; returns those not confirmed off."""
+        left = []
+        for node in names:
+            try:
+                self.db.set_failpoint(node, "raft.append.delay", None)
+            except (ControlError, DBError, RuntimeError):
+                left.append(node)
+        return left
 
 
 def _quiet() -> contextlib.suppress:

@@ -8,6 +8,7 @@ from typing import Any
 
 from harness.backends.base import NodeHandle, SshTarget
 from harness.control import CommandResult
+from harness.db import DBError
 from nemesis.fault import Fault
 from nemesis.schedule import NemesisWorker
 from workloads.generator import Op
@@ -109,3 +110,64 @@ def test_a_fault_that_cannot_be_applied_completes_info() -> None:
     reply = _invoke(worker, "flood", {"kind": "flood", "seed": 1})
     assert reply.type == "info"
     assert "flood" in (reply.error or "")
+
+
+class SilentDB(FakeDB):
+    """A node that does not answer failpoint calls in time but acts on them:
+    what the Docker full mix saw from a busy n1 (a 'refused' enable that took)."""
+
+    def __init__(self, silent: set[str], *, acts: bool = True) -> None:
+        super().__init__()
+        self.silent, self.acts = silent, acts
+
+    def set_failpoint(self, name: str, failpoint: str, params: Any) -> None:
+        if self.acts or name not in self.silent:
+            super().set_failpoint(name, failpoint, params)
+        if name in self.silent:
+            raise DBError(f"{name} did not confirm failpoint {failpoint}")
+
+    def on(self) -> set[str]:
+        return {n for (n, _), p in self.failpoints.items() if p is not None}
+
+
+def _slow_worker(db: FakeDB) -> NemesisWorker:
+    return NemesisWorker(FakeControl(netem=False), NODES, db)  # type: ignore[arg-type]
+
+
+def _slow(worker: NemesisWorker) -> Any:
+    trigger = {"group": "part-0", "stage": "catching-up", "node": "n1", "joining": ["n4"]}
+    return _invoke(worker, "slow", {"kind": "slow", "target": "joining", "seed": 2,
+                                    "trigger": trigger})  # fmt: skip
+
+
+def test_a_slow_fault_a_node_did_not_confirm_is_rolled_back_on_that_node_too() -> None:
+    db = SilentDB({"n2"})
+    reply = _slow(_slow_worker(db))
+    assert (reply.type, reply.value["applied"]) == ("info", False)
+    assert db.on() == set(), db.failpoints  # n1 asked and answered, n2 asked and silent
+    assert "may stay on at n2 until heal-all" in (reply.error or "")
+
+
+def test_a_slow_heal_tries_every_node_and_heal_all_sweeps_what_was_left() -> None:
+    db = SilentDB(set(), acts=False)
+    worker = _slow_worker(db)
+    assert _slow(worker).type == "ok"
+    db.silent = {"n1"}  # and this time it does not act either
+    healed = _invoke(worker, "heal-slow", {"kind": "slow"})
+    assert healed.type == "info"
+    assert "not confirmed off on n1" in (healed.error or "")
+    assert db.on() == {"n1"}  # n2, n3 and n5 were still switched off
+    db.silent = set()
+    assert _invoke(worker, "heal-all", {}).type == "ok"
+    assert db.on() == set()
+
+
+def test_heal_all_says_so_when_a_slow_failpoint_cannot_be_confirmed_off() -> None:
+    """Even a slow fault never applied leaves heal-all sweeping: its node may have
+    switched the failpoint on without answering."""
+    db = SilentDB({"n1"}, acts=False)
+    worker = _slow_worker(db)
+    assert _slow(worker).type == "info"
+    reply = _invoke(worker, "heal-all", {})
+    assert reply.type == "info"
+    assert "not confirmed off on n1 after heal-all" in (reply.error or "")
