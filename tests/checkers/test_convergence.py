@@ -219,3 +219,16 @@ def test_a_voter_a_snapshot_took_past_the_periodic_reports_is_compared_at_collec
     assert result.figures["replicas-unobserved"] == 0
     _collected(audit, {"n4": (57, "other", 6.0)})  # a later report at collection wins
     assert "replicas-diverge" in {a.kind for a in _check(audit).anomalies}
+
+
+def test_a_heal_all_that_did_not_complete_ok_leaves_convergence_unknown() -> None:
+    """A fault may have outlived the heal (a failpoint a busy node never confirmed
+    off), so the quiet period was not seen: no verdict either way."""
+    h = HistoryBuilder()
+    h.op("nemesis", "slow", type_="info").op("nemesis", "heal-all", type_="info")
+    h.add(0, "invoke", "read", dt=10 * S).add(0, "ok", "read", dt=0)
+    events = [Event(**e) for e in h.events]
+    ctx = CheckContext(events=events, operations=pair(events), audit=_audit(), options={})
+    result = ConvergenceChecker().check(ctx)
+    assert result.valid == "unknown"
+    assert "heal-all did not complete ok" in str(result.error)
