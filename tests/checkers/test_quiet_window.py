@@ -1,0 +1,78 @@
+"""L2's window is the last half of the quiet period the runner slept, not of the
+time since the heal: on Docker the runner first waits for the cluster to recover
+(every group led, every rebalance done), which the full mix stretched to 20 s."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.api import CheckContext, CheckerResult
+from checkers.convergence import ConvergenceChecker
+from checkers.history import Event, pair
+from tests.checkers.helpers import HistoryBuilder
+from tests.checkers.rule_cases import ZERO, S, _quiet
+
+Q = 10.0
+
+
+def _judge(extra: list[dict[str, Any]], recovery_s: float) -> CheckerResult:
+    """part-0 settled under n1 (term 3); a fault healed at 2 s, `recovery_s` of
+    recovery, Q of quiet, then the final read; `extra` are n2's events (wall: s)."""
+    audit = _quiet({"n2": extra}).audit
+    assert audit is not None
+    h = HistoryBuilder()
+    h.op("nemesis", "partition", type_="info", dt=S // 2).op("nemesis", "heal", dt=S // 2)
+    h.add(0, "invoke", "read", dt=int((recovery_s + Q) * S), key="k1")
+    h.add(0, "ok", "read", dt=S // 100, key="k1")
+    events = [Event(**e) for e in h.events]
+    ctx = CheckContext(events=events, operations=pair(events), audit=audit,
+                       options={"history_zero_wall": ZERO, "quiet_s": Q})  # fmt: skip
+    return ConvergenceChecker().check(ctx)
+
+
+def _term(wall: float) -> list[dict[str, Any]]:
+    return [{"kind": "term", "group": "part-0", "term": 4, "wall": wall}]
+
+
+@pytest.mark.parametrize(
+    ("wall", "flagged"),
+    [
+        (8.0, False),  # 6 s after the heal: recovering, the quiet period not begun
+        (14.0, False),  # in the quiet period's first half
+        (19.0, True),  # in its last half
+    ],
+)
+def test_a_new_term_is_judged_only_in_the_last_half_of_the_slept_quiet_period(
+    wall: float, flagged: bool
+) -> None:
+    # Healed at 2 s, recovered at 12 s, quiet until the read at 22 s.
+    result = _judge(_term(wall), recovery_s=10.0)
+    kinds = {a.kind for a in result.anomalies}
+    assert ("leader-changed-in-quiet" in kinds) is flagged, result.anomalies
+
+
+def test_without_a_recovery_the_window_is_as_before() -> None:
+    """Final read Q after the heal: the last half starts Q/2 after it (7 s)."""
+    assert {a.kind for a in _judge(_term(8.0), recovery_s=0.0).anomalies} == {
+        "leader-changed-in-quiet"
+    }
+
+
+def test_a_voter_that_loses_sight_of_its_leader_and_hears_it_again_is_no_change() -> None:
+    """n2's election timer fires before n1's heartbeat is read (a node stalled half
+    a second): `leader` null then n1 again, term 3 throughout. Counted, not flagged."""
+    blip = [
+        {"kind": "leader", "group": "part-0", "leader": leader, "term": 3, "wall": wall}
+        for leader, wall in ((None, 19.0), ("n1", 19.001))
+    ]
+    result = _judge(blip, recovery_s=10.0)
+    assert result.valid is True, result.anomalies
+    assert result.figures["stability-late-followers"] == 2
+
+
+def test_a_voter_that_loses_its_leader_for_good_is_flagged() -> None:
+    lost = [{"kind": "leader", "group": "part-0", "leader": None, "term": 3, "wall": 19.0}]
+    kinds = {a.kind for a in _judge(lost, recovery_s=10.0).anomalies}
+    assert "leader-changed-in-quiet" in kinds
