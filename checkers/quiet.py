@@ -35,10 +35,12 @@ period long enough (the last fault or membership change ended at least
   any step-down stay flagged. Audit events are placed on
   the history's clock by checkers.audit.history_clock; without the run's
   timeline.json that cannot be done and the figure `stability-groups` is
-  -1. A group whose membership still changed in the quiet period (a
-  rebalance the last alter-zone started, finishing after the heal: its
-  configuration entries, and the elections a joining replica's higher term
-  causes) is not quiet yet: L1 judges where it ends, L2 leaves it out.
+  -1. A group whose membership still changed in the quiet period, the Q
+  the runner slept (a rebalance the last alter-zone started, finishing
+  after the heal: its configuration entries, and the elections a joining
+  replica's higher term causes), is not quiet yet: L1 judges where it
+  ends, L2 leaves it out; one whose changes ended in the recovery before
+  the quiet period is judged.
   Replicas outside the final configuration are not the group's: a
   removed replica that never learnt of its removal may campaign alone for
   ever (its RequestVotes go to voters that ignore them under their lease).
@@ -82,12 +84,15 @@ def check_stability(
         return -1, 0
     quiet_ns = quiet_s * NS_PER_S
     end = ctx.events[-1].time if ctx.events else 0
+    quiet_end = _quiet_end(ctx, last_end, end)
     start = int(max(last_end + max(quiet_ns / 2, _recovery_ns(ctx.audit)),
-                    _quiet_end(ctx, last_end, end) - quiet_ns / 2))  # fmt: skip
+                    quiet_end - quiet_ns / 2))  # fmt: skip
     if start >= end:
         return -1, 0
+    # Changes the recovery finished before the quiet period leave a group judged.
+    since = max(last_end, quiet_end - quiet_ns)
     changing = {str(ev.get("group")) for evs in ctx.audit.values() for ev in evs
-                if ev.get("kind") in _CHANGES and last_end <= at(ev) <= end}  # fmt: skip
+                if ev.get("kind") in _CHANGES and since <= at(ev) <= end}  # fmt: skip
     voters = {g: v for g, v in voters.items() if g not in changing}
     elected = _last_elected(ctx.audit, at, start)
     # (node, group) that follow the last elected leader within the window:

@@ -12,7 +12,7 @@ from checkers.api import CheckContext, CheckerResult
 from checkers.convergence import ConvergenceChecker
 from checkers.history import Event, pair
 from tests.checkers.helpers import HistoryBuilder
-from tests.checkers.rule_cases import ZERO, S, _quiet
+from tests.checkers.rule_cases import NEW, ZERO, S, _quiet
 
 Q = 10.0
 
@@ -76,3 +76,18 @@ def test_a_voter_that_loses_its_leader_for_good_is_flagged() -> None:
     lost = [{"kind": "leader", "group": "part-0", "leader": None, "term": 3, "wall": 19.0}]
     kinds = {a.kind for a in _judge(lost, recovery_s=10.0).anomalies}
     assert "leader-changed-in-quiet" in kinds
+
+
+@pytest.mark.parametrize(("change_wall", "judged"), [(6.0, True), (15.0, False)])
+def test_a_group_whose_membership_changed_only_in_the_recovery_is_judged(
+    change_wall: float, judged: bool
+) -> None:
+    """A configuration entry at 6 s (recovering) leaves part-0 judged, so a new term
+    in the quiet period's last half is flagged; one at 15 s (inside Q) leaves the
+    group to L1, as a rebalance still finishing."""
+    conf = {"kind": "config-committed", "group": "part-0", "stage": "stable", "peers": NEW,
+            "old_peers": None, "index": 41, "wall": change_wall}  # fmt: skip
+    result = _judge([conf, *_term(19.0)], recovery_s=10.0)
+    kinds = {a.kind for a in result.anomalies}
+    assert ("leader-changed-in-quiet" in kinds) is judged, result.anomalies
+    assert result.figures["stability-groups"] == (1 if judged else 0)
