@@ -52,6 +52,7 @@ A run without audit events is `unknown`: nothing here can be judged.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
@@ -367,36 +368,52 @@ def _conf_of(ev: dict[str, Any]) -> tuple[Any, ...]:
 
 
 def _still_written(end: _GroupEnd, voters: tuple[str, ...], audit_end: float) -> bool:
-    """Whether the group's voters differ only because it was still being written
-    when the logs were collected: the furthest voter reported its last digest
-    within STILL_WRITTEN_S of the end, and no voter is two reports behind it
-    (the metastore's group takes lease renewals to the very end; a KV group,
-    quiet for the whole quiet period, never qualifies)."""
-    reports = {n: end.applied[n] for n in voters if n in end.applied}
-    if len(reports) != len(voters) or not reports:
-        return False
-    indexes = {n: int(ev.get("index") or 0) for n, ev in reports.items()}
-    top = max(indexes, key=lambda n: indexes[n])
-    wall = reports[top].get("wall")
-    if not isinstance(wall, int | float) or audit_end - wall > STILL_WRITTEN_S:
-        return False
-    previous = end.previous_applied.get(top)
-    floor = int(previous.get("index") or 0) if previous else indexes[top]
-    return all(i >= floor for i in indexes.values())
+    """Whether the group's voters differ at their last periodic reports only
+    because it was still being written when the logs were collected: the
+    furthest voter's report is within STILL_WRITTEN_S of the end (the
+    metastore's group takes lease renewals to the very end; a KV group, quiet
+    for the whole quiet period, never qualifies)."""
+
+    def fresh(ev: dict[str, Any]) -> bool:
+        wall = ev.get("wall")
+        return isinstance(wall, int | float) and audit_end - wall <= STILL_WRITTEN_S
+
+    return _caught_mid_write(end.applied, voters, fresh, lambda top: end.previous_applied.get(top))
 
 
 def _written_at_collection(end: _GroupEnd, voters: tuple[str, ...]) -> bool:
     """Whether the voters' reports at collection differ only because the group
     was still being written as they were taken, one node after another: the
     furthest voter applied an entry within STILL_WRITTEN_S before its report
-    (`idle_s`), and no voter is two periodic reports behind it."""
-    reports = {n: end.collected[n] for n in voters}
-    indexes = {n: int(ev.get("index") or 0) for n, ev in reports.items()}
-    top = max(indexes, key=lambda n: indexes[n])
-    idle = reports[top].get("idle_s")
-    if not isinstance(idle, int | float) or idle > STILL_WRITTEN_S:
+    (`idle_s`)."""
+
+    def fresh(ev: dict[str, Any]) -> bool:
+        idle = ev.get("idle_s")
+        return isinstance(idle, int | float) and idle <= STILL_WRITTEN_S
+
+    def floor_of(top: str) -> dict[str, Any] | None:
+        return end.previous_applied.get(top) or end.applied.get(top)
+
+    return _caught_mid_write(end.collected, voters, fresh, floor_of)
+
+
+def _caught_mid_write(
+    reports: dict[str, dict[str, Any]],
+    voters: tuple[str, ...],
+    fresh: Callable[[dict[str, Any]], bool],
+    floor_of: Callable[[str], dict[str, Any] | None],
+) -> bool:
+    """The shape both excuses share: every voter reported, the furthest one's
+    report is `fresh`, and no voter is below `floor_of(furthest)`, one periodic
+    report back (no voter two reports behind); without an earlier report the
+    floor is the furthest report itself."""
+    if not voters or any(n not in reports for n in voters):
         return False
-    floor = end.previous_applied.get(top) or end.applied.get(top) or reports[top]
+    indexes = {n: int(reports[n].get("index") or 0) for n in voters}
+    top = max(indexes, key=indexes.__getitem__)
+    if not fresh(reports[top]):
+        return False
+    floor = floor_of(top) or reports[top]
     return all(i >= int(floor.get("index") or 0) for i in indexes.values())
 
 

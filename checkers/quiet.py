@@ -59,6 +59,7 @@ from typing import Any
 
 from checkers.api import Anomaly, CheckContext
 from checkers.audit import history_clock
+from checkers.history import Operation
 from checkers.stats import MEMBERSHIP_FS
 
 NS_PER_S = 1_000_000_000
@@ -132,9 +133,12 @@ def _quiet_end(ctx: CheckContext, last_end: int, end: int) -> int:
     fault or change (the final reads), else the history's end. The runner
     waits for the cluster to recover (every group led, every rebalance done)
     before it sleeps the quiet period, so Q may start long after last_end."""
-    reads = [op.invoke_time for op in ctx.operations
-             if isinstance(op.process, int) and op.invoke_time >= last_end]  # fmt: skip
-    return min(reads, default=end)
+    return min((op.invoke_time for op in _client_ops_from(ctx, last_end)), default=end)
+
+
+def _client_ops_from(ctx: CheckContext, t: int) -> list[Operation]:
+    """The client operations (the nemesis's aside) invoked at or after `t`."""
+    return [op for op in ctx.operations if isinstance(op.process, int) and op.invoke_time >= t]
 
 
 def _last_elected(
@@ -191,9 +195,7 @@ def _recovery_ns(audit: dict[str, list[dict[str, Any]]]) -> float:
 def check_availability(ctx: CheckContext, healed: int, out: list[Anomaly]) -> dict[str, Any]:
     """L3 (module doc) on the ops invoked from `healed` on; returns figures."""
     bound_ns = float(ctx.setting("availability_bound_s", DEFAULT_AVAILABILITY_BOUND_S)) * NS_PER_S
-    after = [op for op in ctx.operations
-             if isinstance(op.process, int) and op.f not in MEMBERSHIP_FS
-             and op.invoke_time >= healed]  # fmt: skip
+    after = [op for op in _client_ops_from(ctx, healed) if op.f not in MEMBERSHIP_FS]
     late = 0
     for op in after:
         took = None if op.complete_time is None else op.complete_time - op.invoke_time

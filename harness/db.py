@@ -39,6 +39,9 @@ HEALTH_POLL_S = 0.25
 # failpoint switch: the Docker full mix saw n1 answer after more than 2 s.
 FAILPOINT_WAIT_S = 5.0
 REPORT_APPLIED = "/admin/report-applied"  # ember: each group's end state into the audit log
+# One admin call to one node (the end-state report, an assignments read):
+# as long as a failpoint switch, for the same busy node.
+ADMIN_CALL_S = 5.0
 
 
 class DBError(RuntimeError):
@@ -371,7 +374,10 @@ class EmberDB(ProcessDB):
         replicas where they end, not at their last periodic report; returns
         the nodes that did not answer."""
         urls = self.urls()
-        answers = {n: http_json(urls[n] + REPORT_APPLIED, "POST", {}, timeout_s=5) for n in names}
+        answers = {
+            n: http_json(urls[n] + REPORT_APPLIED, "POST", {}, timeout_s=ADMIN_CALL_S)
+            for n in names
+        }
         return [n for n, doc in answers.items() if doc is None]
 
     def rebalancing(self, url: str) -> list[str]:
@@ -382,7 +388,7 @@ class EmberDB(ProcessDB):
             return []
         moving: set[str] = set()
         for i in range(2):
-            doc = http_json(url + "/admin/assignments", timeout_s=5)
+            doc = http_json(url + "/admin/assignments", timeout_s=ADMIN_CALL_S)
             if doc is None:
                 return ["unreadable"]
             moving |= in_flight(doc)

@@ -28,6 +28,7 @@ from ember.server import _parser, build_config
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
 from harness.db import (
+    ADMIN_CALL_S,
     REPORT_APPLIED,
     ZONE_REFUSED,
     DBError,
@@ -193,7 +194,10 @@ class SimEmberDB(EmberDB):
         urls = self.urls()
         missing = []
         for n in names:
-            if await self.http_json(urls[n] + REPORT_APPLIED, "POST", {}, timeout_s=5) is None:
+            if (
+                await self.http_json(urls[n] + REPORT_APPLIED, "POST", {}, timeout_s=ADMIN_CALL_S)
+                is None
+            ):
                 missing.append(n)
         return missing
 
@@ -205,7 +209,7 @@ class SimEmberDB(EmberDB):
             return []
         moving: set[str] = set()
         for i in range(2):
-            doc = await self.http_json(url + "/admin/assignments", timeout_s=5)
+            doc = await self.http_json(url + "/admin/assignments", timeout_s=ADMIN_CALL_S)
             if doc is None:
                 return ["unreadable"]
             moving |= in_flight(doc)
