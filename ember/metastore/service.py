@@ -93,6 +93,10 @@ class MetaService:
         try:
             result = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
+            # The entry's outcome comes later, to no one: take it when it does,
+            # or asyncio logs "Future exception was never retrieved" for every
+            # such proposal another leader's entry drops.
+            fut.add_done_callback(_outcome_unheard)
             raise ApiError(504, "timeout", "proposed, no result in time", "unknown") from None
         except ProposalDropped as err:
             raise ApiError(503, "not-applied", str(err)) from None
@@ -171,3 +175,9 @@ def _timeout(request: web.Request) -> float:
     if not 0 < value <= 120:
         raise ApiError(400, "bad-request", "timeout_s must be in (0, 120]")
     return value
+
+
+def _outcome_unheard(fut: asyncio.Future[Any]) -> None:
+    """A done callback that retrieves the outcome of a proposal whose caller gave up."""
+    if not fut.cancelled():
+        fut.exception()
