@@ -27,7 +27,7 @@ from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.store import RunDir
 from nemesis import journal, process
-from nemesis.clock import faketime_prefix
+from nemesis.clock import CLOCK_FILE_AT_ZERO, faketime_prefix
 from nemesis.fault import Fault
 from nemesis.maintenance import Call
 from nemesis.process import ProcessSpec
@@ -42,6 +42,13 @@ REPORT_APPLIED = "/admin/report-applied"  # ember: each group's end state into t
 # One admin call to one node (the end-state report, an assignments read):
 # as long as a failpoint switch, for the same busy node.
 ADMIN_CALL_S = 5.0
+
+
+def empty_dir(path: str) -> str:
+    """A shell command leaving `path` an empty directory. Not `rm -rf path`:
+    on Docker the data dir is a volume's mount point, which cannot be removed."""
+    q = shlex.quote(path)
+    return f"mkdir -p {q} && find {q} -mindepth 1 -delete"
 
 
 class DBError(RuntimeError):
@@ -317,9 +324,10 @@ class EmberDB(ProcessDB):
             scripts[node.name] = "; ".join(
                 [
                     f"p=$(cat {self.spec.pidfile} 2>/dev/null) && kill -9 $p 2>/dev/null; true",
-                    f"rm -rf {self.root} && mkdir -p {self.root} /etc/ember /var/log/ember",
+                    f"{empty_dir(self.root)} && mkdir -p /etc/ember /var/log/ember",
                     f": > {self.log_path}",
                     f"printf %s {shlex.quote(self._config(node))} > {self.config_path}",
+                    *([CLOCK_FILE_AT_ZERO] if self.settings.get("faketime") else []),
                 ]
             )
         try:

@@ -305,8 +305,9 @@ def _cluster_backend(plan: plans.Plan, system: System[Any], log: Callable[[str],
 
     name = f"run{plan.seed % 100_000}-{os.getpid()}"
     image = system.image(log)
+    volumes = (system.data_dir,) if system.data_dir else ()
     return DockerBackend(name, size=len(plan.nodes), image=image, on_step=status.doing_now,
-                         keep=keep)  # fmt: skip
+                         keep=keep, volumes=volumes)  # fmt: skip
 
 
 def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[[str], None],

@@ -218,6 +218,7 @@ def version(plan: Mapping[str, Any]) -> str:
 SYSTEM: System[EmberDB] = System(
     name="ember",
     make_db=EmberDB,
+    data_dir=EmberDB.root,
     image=image,
     workloads=WORKLOADS,
     traffic=("register",),

@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import DBError, ProcessDB, http_json
+from harness.db import DBError, ProcessDB, empty_dir, http_json
 from harness.dbs.etcd_client import REVISION_OFFSET, b64, model_revision
 from harness.store import RunDir
 from nemesis import process
@@ -119,7 +119,7 @@ class EtcdDB(ProcessDB):
         return "; ".join(
             [
                 f"p=$(cat {self.spec.pidfile} 2>/dev/null) && kill -9 $p 2>/dev/null; true",
-                f"rm -rf {self.root} && mkdir -p {self.root} /etc/faultline-etcd /var/log/etcd",
+                f"{empty_dir(self.root)} && mkdir -p /etc/faultline-etcd /var/log/etcd",
                 f"printf %s {shlex.quote(env)} > {ENV_PATH}",
             ]
         )

@@ -124,6 +124,7 @@ def version(_plan: Mapping[str, Any]) -> str:
 SYSTEM: System[EtcdDB] = System(
     name="etcd",
     make_db=EtcdDB,
+    data_dir=EtcdDB.root,
     image=image,
     workloads=WORKLOADS,
     traffic=("register", "metastore"),

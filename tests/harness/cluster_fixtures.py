@@ -31,6 +31,7 @@ from harness.backends.base import NodeHandle
 from harness.backends.docker import DockerBackend, cleanup_dead
 from harness.backends.engine import DockerUnavailableError, connect_docker
 from harness.control import Control
+from harness.db import EmberDB
 from harness.images import BuildReport, build_image, snapshot_source
 
 
@@ -74,7 +75,9 @@ def shared_cluster(request: pytest.FixtureRequest) -> SharedCluster:
     report = build_image(source_root=source, log=print)
     for step, action, seconds in report.steps:
         print(f"image {step}: {action} in {seconds:.1f}s")
-    backend = DockerBackend(f"pytest-{os.getpid()}", size=5, image=report.tag)
+    # The data dir on a volume, as the runner's clusters have it.
+    backend = DockerBackend(f"pytest-{os.getpid()}", size=5, image=report.tag,
+                            volumes=(EmberDB.root,))  # fmt: skip
     nodes = backend.up()
     _shared.append(SharedCluster(report, source, backend, nodes, Control(nodes)))
     return _shared[0]

@@ -1,5 +1,6 @@
 """The ember image and Docker clusters: build, cache, up, down, leftovers."""
 
+import shlex
 import time
 from pathlib import Path
 
@@ -9,6 +10,7 @@ import pytest
 from harness.backends.docker import LABEL, DockerBackend, cleanup
 from harness.backends.ssh import SshBackend
 from harness.control import Control, UnreachableError
+from harness.db import EmberDB, empty_dir
 from harness.images import ImageBuildError, base_tag, build_image, docker_build, snapshot_source
 from tests.harness.cluster_fixtures import SharedCluster
 
@@ -20,6 +22,7 @@ def _leftovers(name: str) -> list[str]:
     client = docker.from_env()
     selector = {"label": f"{LABEL}={name}"}
     found = [c.name for c in client.containers.list(all=True, filters=selector)]
+    found += [v.name for v in client.volumes.list(filters=selector)]
     return found + [n.name for n in client.networks.list(filters=selector)]
 
 
@@ -95,14 +98,23 @@ def test_nodes_resolve_each_other_by_node_name(cluster: SharedCluster) -> None:
 
 
 def test_cluster_up_and_down_leaves_nothing() -> None:
-    """A cluster brought up and down leaves no container, network or key behind."""
-    backend = DockerBackend("pytest-updown", size=2)
+    """A cluster brought up and down leaves no container, volume, network or key
+    behind; each node's data dir is a volume of its own, which the databases'
+    install empties in place (a mount point cannot be removed)."""
+    backend = DockerBackend("pytest-updown", size=2, volumes=(EmberDB.root,))
     try:
         started = time.monotonic()
         nodes = backend.up()
         print(f"\n2-node cluster up: {time.monotonic() - started:.2f}s")
         key_dir = Path(str(nodes[0].ssh.key_path)).parent
-        assert len(_leftovers("pytest-updown")) == 3
+        assert len(_leftovers("pytest-updown")) == 5  # 2 containers, 2 volumes, 1 network
+        with Control(nodes) as control:
+            root = shlex.quote(EmberDB.root)
+            probe = f"python3 -c \"import os; print(os.path.ismount('{EmberDB.root}'))\""
+            assert control.run("n1", probe).stdout.strip() == "True"
+            control.run("n1", f"mkdir -p {root}/sub && touch {root}/sub/f {root}/g")
+            control.run("n1", empty_dir(EmberDB.root))
+            assert control.run("n1", f"ls -A {root}").stdout.strip() == ""
     finally:
         started = time.monotonic()
         backend.down()
@@ -120,10 +132,12 @@ def test_cleanup_removes_what_a_crashed_run_left() -> None:
         client.networks.create("faultline-pytest-crashed", labels=labels)
         client.containers.create(base_tag(), "true", name="faultline-pytest-crashed-n1",
                                  labels=labels)  # fmt: skip
+        client.volumes.create("faultline-pytest-crashed-v", labels=labels)
         removed = cleanup("pytest-crashed")
         assert sorted(removed) == [
             "container faultline-pytest-crashed-n1",
             "network faultline-pytest-crashed",
+            "volume faultline-pytest-crashed-v",
         ]
         assert _leftovers("pytest-crashed") == []
     finally:
