@@ -25,6 +25,8 @@ from typing import IO, Any, ClassVar
 
 import msgspec
 
+from ember import clock
+
 _encoder = msgspec.json.Encoder()
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 
@@ -68,7 +70,7 @@ class AuditLog:
         if group is not None:
             full["group"] = group
         full["mono_ns"] = time.monotonic_ns() - self._start_ns
-        full["wall"] = time.time()
+        full["wall"] = clock.wall()
         if self.count == 0:
             full["mono_origin_ns"] = self._start_ns
             full["boot_id"] = self._boot_id

@@ -28,6 +28,7 @@ from typing import Any
 
 from aiohttp import web
 
+from ember import clock
 from ember.api import Api
 from ember.failpoints import FailpointError, Failpoints
 from ember.kv import DEFAULT_PARTITIONS, KvTable, make_machines
@@ -178,6 +179,9 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
     if not 1 <= tick_ms <= 10_000:
         raise ConfigError("--tick-ms must be in 1..10000")
     failpoints = _failpoints(s.get("failpoints"))
+    clock_file = s.get("clock_offset_file")
+    if clock_file is not None and not isinstance(clock_file, str):
+        raise ConfigError("clock_offset_file must be a path")
     return NodeConfig(
         node_id=node_id,
         data_dir=Path(s["data_dir"]),
@@ -193,6 +197,7 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
         fsync=not s.get("unsafe_no_fsync", False),
         raft=_raft_config(s),
         failpoints=failpoints,
+        clock_offset_file=Path(clock_file) if clock_file else None,
     )
 
 
@@ -225,6 +230,10 @@ async def serve(
     meta = MetastoreMachine() if cfg.node_id in cfg.meta_nodes else None
     if meta is not None:
         machines[META_GROUP] = meta
+    clock_task = None
+    if cfg.clock_offset_file is not None:
+        clock.read_offset(cfg.clock_offset_file)  # before the first audit event
+        clock_task = asyncio.create_task(clock.follow_offset_file(cfg.clock_offset_file))
     # Only the metastore's voters host its group; the others reach it over HTTP.
     runtime = NodeRuntime(cfg, machines, {META_GROUP: cfg.meta_nodes})
     await runtime.start()
@@ -260,6 +269,8 @@ async def serve(
             await plane.stop()
         await runner.cleanup()
         await runtime.stop()
+        if clock_task is not None:
+            clock_task.cancel()
 
 
 def main(argv: list[str] | None = None) -> int:

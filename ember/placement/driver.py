@@ -62,6 +62,7 @@ import logging
 import time
 from typing import Any
 
+from ember import clock
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
 from ember.placement.watch import ZoneWatch
@@ -157,7 +158,7 @@ class PlacementDriver:
     async def _renew(self) -> None:
         """Renew the lease this driver holds (guarded on its own record)."""
         held = self._lease_mod
-        if not await self._write_lease(held, time.time()):
+        if not await self._write_lease(held, clock.wall()):
             raise LeaseLostError(f"driver lease {held} was taken over")
 
     async def _write_lease(self, mod_revision: int, now: float) -> bool:
@@ -210,7 +211,7 @@ class PlacementDriver:
 
     async def tick(self) -> None:
         """One round of the driver (see the module doc)."""
-        now = time.time()
+        now = clock.wall()
         self.ticks += 1
         self.step = "lease"
         if not await self._hold_lease(now):

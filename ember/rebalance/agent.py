@@ -54,6 +54,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ember import clock
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.placement.peers import Peers
 from ember.rebalance.invokes import cancel_invoke, done_invoke, put_if_unchanged
@@ -205,7 +206,7 @@ class PrimaryAgent:
         only if nothing replaced or revoked that meanwhile."""
         name = f"{zone}/{partition}"
         sent = time.monotonic()
-        value = {"holder": self.runtime.id, "expires": time.time() + PRIMARY_LEASE_S}
+        value = {"holder": self.runtime.id, "expires": clock.wall() + PRIMARY_LEASE_S}
         try:
             out = await self.meta.invoke(put_if_unchanged(lease_key(zone, partition), revision,
                                                           value))  # fmt: skip

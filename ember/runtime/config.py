@@ -56,6 +56,8 @@ class NodeConfig:
     # Failpoints switched on as the node starts, before it serves anything:
     # how the harness keeps a failpoint it set on through a restart.
     failpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The file a clock fault writes this node's wall-clock offset to (ember.clock).
+    clock_offset_file: Path | None = None
 
 
 def parse_port(text: str, what: str) -> int:
