@@ -27,7 +27,7 @@ from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.store import RunDir
 from nemesis import journal, process
-from nemesis.clock import CLOCK_FILE_AT_ZERO, faketime_prefix
+from nemesis.clock import CLOCK_OFFSET_FILE
 from nemesis.fault import Fault
 from nemesis.maintenance import Call
 from nemesis.process import ProcessSpec
@@ -223,11 +223,9 @@ class EmberDB(ProcessDB):
         # (written into the node's config: `remember_failpoint`).
         self.sticky: dict[str, dict[str, dict[str, Any]]] = {}
         self._control: Control | None = None  # install's: configs are written through it
-        # A run with clock faults starts ember under libfaketime (nemesis.clock).
-        clock = faketime_prefix() if self.settings.get("faketime") else ""
         self.spec = ProcessSpec(
             pidfile="/run/ember/ember.pid",
-            start_command=f"{clock}{self.binary} --config {self.config_path}",
+            start_command=f"{self.binary} --config {self.config_path}",
             log_path=self.log_path,
         )
 
@@ -281,8 +279,11 @@ class EmberDB(ProcessDB):
             "bootstrap": ",".join(self._bootstrap),
         }
         for key, value in self.settings.items():
-            if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions"):
+            if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions",
+                           "clock_faults"):  # fmt: skip
                 lines[key] = value
+        if self.settings.get("clock_faults"):  # nemesis.clock
+            lines["clock_offset_file"] = CLOCK_OFFSET_FILE
         if self.sticky.get(node.name):
             lines["failpoints"] = self.sticky[node.name]
         return "".join(f"{k} = {_toml(v)}\n" for k, v in lines.items())
@@ -327,7 +328,7 @@ class EmberDB(ProcessDB):
                     f"{empty_dir(self.root)} && mkdir -p /etc/ember /var/log/ember",
                     f": > {self.log_path}",
                     f"printf %s {shlex.quote(self._config(node))} > {self.config_path}",
-                    *([CLOCK_FILE_AT_ZERO] if self.settings.get("faketime") else []),
+                    f"rm -f {CLOCK_OFFSET_FILE}",  # an earlier run's clock fault ends here
                 ]
             )
         try:

@@ -328,8 +328,8 @@ def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[
         run = home.make()
         record.open(run.path / journal.FILE_NAME, running_dir=home.root / journal.RUNNING_DIR)
         record.start(plan.backend, getattr(backend, "name", None), nodes)
-        # Clock faults move ember's clock through libfaketime (nemesis.clock).
-        clock = {"faketime": True} if clock_faults_possible(plan) else {}
+        # Clock faults move ember's clock through an offset file (nemesis.clock).
+        clock = {"clock_faults": True} if clock_faults_possible(plan) else {}
         db = system.make_db(nodes, {**plan.db_settings, **clock}, plan.seed)
         names = [n.name for n in nodes]
         status.stage = "db start"
@@ -381,9 +381,9 @@ def _failpoints(
 
 def clocks_movable(plan: plans.Plan) -> bool:
     """Whether a clock fault can move this plan's node clocks: ember in the
-    simulator, or on Docker under the image's libfaketime. Not on SSH hosts
-    (no libfaketime is installed there), not etcd (Go reads the clock without
-    libc)."""
+    simulator, or on Docker following the offset file the nemesis writes
+    (ember/clock.py). SSH hosts would work the same way but have not been
+    tried; etcd follows no such file."""
     return plan.db == "ember" and plan.backend in ("docker", "sim")
 
 
@@ -402,8 +402,8 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
     if "clock" in plan.nemesis and not clocks_movable(plan):
         raise plans.PlanError(
             "--nemesis clock needs ember on --backend docker or sim: it moves a node's clock "
-            "through libfaketime in the ember image (not on SSH hosts; etcd, in Go, reads "
-            "the clock without libc)"
+            "through an offset file ember follows (not tried on SSH hosts; etcd follows "
+            "no such file)"
         )
     if "compact-kill" in plan.nemesis:
         why = compact_kill_refusal(plan, system)

@@ -1,26 +1,22 @@
-"""Clock faults on real nodes: one process's wall clock moved through libfaketime.
+"""Clock faults on real nodes: one ember process's wall clock moved.
 
 Theory of operation: containers share the host's kernel clock, so a clock
-fault has to be injected per process. A run whose nemesis names `clock`
-starts ember under libfaketime (`faketime_prefix`: Debian's library,
-LD_PRELOADed, reading its offset from `FAKETIME_FILE` on every call, the
-monotonic clock left alone as `date -s` or an NTP step would leave it).
-The database's install writes `+0` there first (`CLOCK_FILE_AT_ZERO`),
-and the fault rewrites that file on the target node: a `bump` writes one
-offset; a `strobe` runs a small shell loop that flips the offset ahead and
-behind every period; a `drift` runs a small Python loop that writes the
-offset a clock running at `rate` has gained since the fault began, every
-`DRIFT_STEP_S` (so the clock drifts in steps of at most 10 ms x |rate - 1|).
-The loop's pid is in `STROBE_PID`. Every write goes to a scratch file that
-is then renamed over the offset file, so libfaketime, which reads the file
-on every call, never sees it half written. Healing kills the loop and
-writes `+0`; `HEAL_CLOCK` does it whoever set it, so `heal_all` resets
-every node's clock too.
-
-libfaketime's own rate (`x2` in the offset) is not used: it counts the rate
-from when the process first read the clock, which the nemesis cannot know
-to better than about 0.1 s, so switching it on mid-run would first jump the
-clock; and a rate it was given stays after a later `+0`.
+fault has to be injected per process. A run whose nemesis may draw `clock`
+gives every ember node `clock_offset_file = CLOCK_OFFSET_FILE`; the node
+adds the offset that file holds to every wall-clock read it makes and
+follows the file every 10 ms (ember/clock.py), the monotonic clock left
+alone as `date -s` or an NTP step would leave it. The fault rewrites the
+file on the target node: a `bump` writes one offset; a `strobe` runs a
+small shell loop that flips the offset ahead and behind every period; a
+`drift` runs a small Python loop that writes the offset a clock running at
+`rate` has gained since the fault began, every `DRIFT_STEP_S` (so the clock
+drifts in steps of at most 10 ms x |rate - 1|). The loop's pid is in
+`STROBE_PID`. Every write goes to a scratch file that is then renamed over
+the offset file, so the node never reads it half written. Healing kills the
+loop and writes `+0`; `HEAL_CLOCK` does it whoever set it, so `heal_all`
+resets every node's clock too. The format is libfaketime's (`+1.234s`):
+ember ran under libfaketime before, which cost a busy Docker node most of
+its CPU (ember/clock.py says why).
 """
 
 from __future__ import annotations
@@ -31,25 +27,18 @@ from typing import Any
 
 from nemesis.fault import STATE_DIR, Fault, Runner, apply
 
-FAKETIME_FILE = f"{STATE_DIR}/faketime"
+CLOCK_OFFSET_FILE = f"{STATE_DIR}/clock-offset"
 STROBE_PID = f"{STATE_DIR}/clock-strobe.pid"
-LIBFAKETIME = "/usr/lib/*/faketime/libfaketime.so.1"  # Debian's multiarch path
-# Written at install: without the file, libfaketime looks for ~/.faketimerc
-# and /etc/faketimerc on every clock read, two failed opens a call, which on
-# a Docker node's layered file system took 70% of a busy node's CPU.
-CLOCK_FILE_AT_ZERO = (
-    f"mkdir -p {STATE_DIR} && echo +0 > {FAKETIME_FILE}.tmp"
-    f" && mv -f {FAKETIME_FILE}.tmp {FAKETIME_FILE}"
-)
 HEAL_CLOCK = (
     f"if [ -f {STROBE_PID} ]; then kill $(cat {STROBE_PID}) 2>/dev/null; rm -f {STROBE_PID}; fi; "
-    f"if [ -f {FAKETIME_FILE} ]; then echo +0 > {FAKETIME_FILE}; fi"
+    f"if [ -f {CLOCK_OFFSET_FILE} ]; then echo +0 > {CLOCK_OFFSET_FILE}.tmp"
+    f" && mv -f {CLOCK_OFFSET_FILE}.tmp {CLOCK_OFFSET_FILE}; fi"
 )
 
 
 DRIFT_STEP_S = 0.01
 # The drift loop (python3 is in the image; the loop itself is not under
-# libfaketime): argv is the offset file, the rate and the step.
+# the node's clock): argv is the offset file, the rate and the step.
 _DRIFT_LOOP = (
     "import os, sys, time\n"
     "path, rate, step = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])\n"
@@ -64,16 +53,6 @@ _DRIFT_LOOP = (
 
 class ClockFaultUnsupportedError(ValueError):
     """The fault's mode is not one this module knows (see the module doc)."""
-
-
-def faketime_prefix() -> str:
-    """What goes before ember's command so the nemesis can move its wall clock
-    (an `env` command: ProcessSpec execs it). Run `CLOCK_FILE_AT_ZERO` on the
-    node before it starts (module doc)."""
-    return (
-        f"env LD_PRELOAD=$(echo {LIBFAKETIME}) FAKETIME_TIMESTAMP_FILE={FAKETIME_FILE} "
-        "FAKETIME_NO_CACHE=1 FAKETIME_DONT_FAKE_MONOTONIC=1 "
-    )
 
 
 def _offset(seconds: float) -> str:
@@ -99,7 +78,7 @@ def clock_fault(control: Runner, node: str, value: Mapping[str, Any]) -> Fault:
         detail = {"node": node, "mode": mode, "delta_s": amp, "period_s": period}
     elif mode == "drift":
         rate = float(value["rate"])
-        loop = (f"python3 -c {shlex.quote(_DRIFT_LOOP)} {FAKETIME_FILE} {rate!r} "
+        loop = (f"python3 -c {shlex.quote(_DRIFT_LOOP)} {CLOCK_OFFSET_FILE} {rate!r} "
                 f"{DRIFT_STEP_S!r}")  # fmt: skip
         commands = [f"mkdir -p {STATE_DIR}", HEAL_CLOCK, _in_background(loop)]
         detail = {"node": node, "mode": mode, "rate": rate, "step_s": DRIFT_STEP_S}
@@ -109,8 +88,9 @@ def clock_fault(control: Runner, node: str, value: Mapping[str, Any]) -> Fault:
 
 
 def _write(offset: str) -> str:
-    """Replace the offset file whole (libfaketime may read it at any moment)."""
-    return f"echo {offset} > {FAKETIME_FILE}.tmp && mv -f {FAKETIME_FILE}.tmp {FAKETIME_FILE}"
+    """Replace the offset file whole (the node may read it at any moment)."""
+    tmp = f"{CLOCK_OFFSET_FILE}.tmp"
+    return f"echo {offset} > {tmp} && mv -f {tmp} {CLOCK_OFFSET_FILE}"
 
 
 def _in_background(command: str) -> str:

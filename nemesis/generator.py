@@ -44,9 +44,9 @@ a kill. `mix` draws it for one fault in ten (`CLOCK_SHARE_IN_MIX`) where
 the cluster's clocks can be moved (`clocks=True`: ember in the simulator
 or on Docker; the runner decides); `--nemesis mix,clock` or `clock` names
 it outright and draws it as often as any other kind. The simulator moves
-its host clock exactly (`harness.sim.nemesis`); on Docker ember runs under
-libfaketime and the fault rewrites its offset file (`nemesis.clock`: a
-drift there steps the offset every 10 ms).
+its host clock exactly (`harness.sim.nemesis`); on Docker the fault
+rewrites an offset file ember follows (`nemesis.clock`, `ember/clock.py`:
+a drift there steps the offset every 10 ms).
 
 `compact-kill` kills a node a seeded 0-20 ms after the harness sent a
 compaction (at the store's revision, or up to 3 below it) or, where the

@@ -201,7 +201,7 @@ class NemesisWorker:
             return self._process_fault_running(kind, node, extra), extra
         if kind == "slow":
             return self._slow(node, extra)
-        if kind == "clock":  # ember started under libfaketime (nemesis.clock)
+        if kind == "clock":  # ember follows the offset file (nemesis.clock)
             return clock_fault(self.control, node, v), extra
         raise ValueError(f"unknown fault kind {kind!r}")
 

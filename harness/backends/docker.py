@@ -16,21 +16,8 @@ key directory. A failure half-way through `up()` removes what was made.
 Why the volume and the tmpfs: the image's layered file system (fuse-overlayfs
 on this machine) costs a system call into a user-space daemon. A flushed
 audit line cost 0.35 ms there against 9 us on a volume (5 nodes writing and
-fsyncing at once), and ember under libfaketime (a plan with clock faults)
-opens the clock offset file in the state dir on every clock read: py-spy
-found 70% of a busy node's samples there, the nodes at 80-95% CPU, mostly
-system time, and followers losing their leaders in the quiet period. On
-tmpfs that open is a few microseconds.
-
-Everything also carries its owner: the host name, pid and process start time
-of the process that made it (`faultline.owner.*`) and the key directory. A
-process killed with SIGKILL cannot remove its cluster; `clusters()` lists
-every cluster with its owner's state, and `cleanup_dead()` removes the ones
-whose owner is gone (the next `faultline run`, pytest session or `faultline
-clean --all-dead` calls it). A cluster whose owner lives, or lives on
-another host, is never touched by it; nor is one made to outlive its owner
-(`keep`: `faultline run --leave-running`), which only `faultline clean
---cluster NAME` removes.
+fsyncing at once). The nemesis's state dir holds the clock offset file each
+node checks every 10 ms (ember/clock.py).
 """
 
 from __future__ import annotations

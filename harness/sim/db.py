@@ -68,6 +68,9 @@ class SimEmberDB(EmberDB):
             path = root / "node.toml"
             path.write_text(text, encoding="utf-8")
             cfg = build_config(_parser().parse_args(["--config", str(path)]))
+            # The simulator moves wall clocks itself (ember/sim/hostos.py): a
+            # node following the offset file would read this host's.
+            cfg = replace(cfg, clock_offset_file=None)
             self.world.add(node.name, node.ip, root, cfg)
 
     def start(self, control: Any, names: Sequence[str]) -> Fault:

@@ -1,5 +1,5 @@
 """nemesis.clock's shell commands, run for real by `sh` against a scratch
-state dir: a bump writes the offset libfaketime reads, a strobe flips it until
+state dir: a bump writes the offset ember follows, a strobe flips it until
 healed, a drift gains at its rate, a heal (or heal_all's HEAL_CLOCK) puts +0
 back."""
 
@@ -15,7 +15,7 @@ import pytest
 from harness.backends.base import NodeHandle, SshTarget
 from harness.control import CommandResult
 from harness.db import EmberDB
-from nemesis.clock import FAKETIME_FILE, HEAL_CLOCK, ClockFaultUnsupportedError, clock_fault
+from nemesis.clock import CLOCK_OFFSET_FILE, HEAL_CLOCK, ClockFaultUnsupportedError, clock_fault
 from nemesis.fault import STATE_DIR
 from nemesis.heal import HEAL_ALL
 
@@ -39,7 +39,7 @@ class LocalRunner:
 
 
 def _offset(root: Path) -> str:
-    path = root / Path(FAKETIME_FILE).name
+    path = root / Path(CLOCK_OFFSET_FILE).name
     return path.read_text().strip() if path.exists() else ""
 
 
@@ -75,7 +75,7 @@ def _seconds(offset: str) -> float:
 
 def _reading(root: Path) -> tuple[float, float]:
     """The offset and when it was written (the offset file's mtime, seconds)."""
-    path = root / Path(FAKETIME_FILE).name
+    path = root / Path(CLOCK_OFFSET_FILE).name
     return _seconds(path.read_text().strip()), path.stat().st_mtime_ns / 1e9
 
 
@@ -110,14 +110,11 @@ def test_an_unknown_mode_is_refused(tmp_path: Path) -> None:
         clock_fault(LocalRunner(tmp_path), "n1", {"mode": "reset"})
 
 
-def test_heal_all_resets_clocks_and_a_clock_run_starts_ember_under_libfaketime() -> None:
+def test_heal_all_resets_clocks_and_a_clock_run_gives_ember_the_offset_file() -> None:
     assert HEAL_CLOCK in HEAL_ALL
     nodes = [NodeHandle(name="n1", ip="10.0.0.1", ssh=SshTarget(host="10.0.0.1"))]
-    plain = EmberDB(nodes, {}, 1).spec.start_command
-    moved = EmberDB(nodes, {"faketime": True}, 1).spec.start_command
-    assert plain is not None
-    assert moved is not None
-    assert "LD_PRELOAD" not in plain
-    assert moved.startswith("env LD_PRELOAD=")
-    assert moved.endswith(plain)
-    assert f"FAKETIME_TIMESTAMP_FILE={FAKETIME_FILE}" in moved
+    plain, moved = EmberDB(nodes, {}, 1), EmberDB(nodes, {"clock_faults": True}, 1)
+    assert plain.spec.start_command == moved.spec.start_command  # no LD_PRELOAD any more
+    assert "clock_offset_file" not in plain._config(nodes[0])
+    assert f'clock_offset_file = "{CLOCK_OFFSET_FILE}"' in moved._config(nodes[0])
+    assert "clock_faults" not in moved._config(nodes[0])

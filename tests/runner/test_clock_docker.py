@@ -1,6 +1,6 @@
-"""Clock faults on Docker (marked docker): ember runs under libfaketime, the
-nemesis moves one node's wall clock by rewriting its faketime file, healing
-puts it back, every fault drawn is applied (drifts by a loop that steps the
+"""Clock faults on Docker (marked docker): the nemesis moves one node's wall
+clock by rewriting the offset file ember follows (its audit walls show the
+bump), healing puts it back, every fault drawn is applied (drifts by a loop that steps the
 offset), and clean ember keeps one placement driver at a time (M9) while
 clocks jump, strobe and drift: before the driver judged its lease by the
 monotonic clock, the same kind of run reported `driver-acted-after-successor`.
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,17 @@ PLAN = {
     "concurrency": 4, "rate_hz": 20.0, "time_limit_s": 20.0, "quiet_s": 3.0,
     "options": {"nemesis_mode": "periodic", "nemesis_targets": ["random"], "nemesis_gap_s": 2.0},
 }  # fmt: skip
+
+
+def _wall_shifts(node_dir: Path) -> list[float]:
+    """Each audit event's wall minus its monotonic time, less the node's median."""
+    diffs, origin = [], 0
+    for line in (node_dir / "events.jsonl").read_text().splitlines():
+        ev = json.loads(line)
+        origin = ev.get("mono_origin_ns", origin)  # a process's first event carries it
+        diffs.append(ev["wall"] - (origin + ev["mono_ns"]) / 1e9)
+    middle = statistics.median(diffs)
+    return [d - middle for d in diffs]
 
 
 def test_clock_faults_move_a_node_clock_and_one_driver_acts_at_a_time(
@@ -52,9 +64,17 @@ def test_clock_faults_move_a_node_clock_and_one_driver_acts_at_a_time(
              and o["type"] != "invoke"]  # fmt: skip
     assert ended == moved, "a clock fault was not applied (drifts are, since the loop)"
     assert {o["value"].get("mode") for o in moved} >= {"drift", "bump"}, moved
-    for op in moved:  # the faketime file was written on the node the op names
+    for op in moved:  # the offset file was written on the node the op names
         node = op["value"]["node"]
-        assert any("/run/faultline/faketime" in c for c in op["value"]["commands"][node])
+        assert any("/run/faultline/clock-offset" in c for c in op["value"]["commands"][node])
+    # ember followed it: on a node a bump or strobe moved, some audit event's
+    # wall stands off its monotonic clock by the fault's delta, against the
+    # node's usual difference (a node may write no event while a fault lasts:
+    # seed 13's strobe on n3 shows, its bump on n4 did not).
+    steps = [o["value"] for o in moved if o["value"].get("mode") in ("bump", "strobe")]
+    seen = [v for v in steps if any(abs(abs(s) - abs(v["delta_s"])) < 0.3
+                                    for s in _wall_shifts(run / "nodes" / v["node"]))]  # fmt: skip
+    assert seen, f"no fault of {steps} shows in its node's audit walls"
     healed = [o for o in ops if o.get("process") == "nemesis" and o["f"] == "heal-clock"
               and o["type"] == "ok" and o["value"].get("commands")]  # fmt: skip
     assert healed, "no clock fault was healed"
