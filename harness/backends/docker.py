@@ -13,6 +13,16 @@ carries the label `faultline.cluster=<name>`, so `cleanup()` can find and
 remove what a crashed run left, and `down()` is just `cleanup(name)` plus the
 key directory. A failure half-way through `up()` removes what was made.
 
+Everything also carries its owner: the host name, pid and process start time
+of the process that made it (`faultline.owner.*`) and the key directory. A
+process killed with SIGKILL cannot remove its cluster; `clusters()` lists
+every cluster with its owner's state, and `cleanup_dead()` removes the ones
+whose owner is gone (the next `faultline run`, pytest session or `faultline
+clean --all-dead` calls it). A cluster whose owner lives, or lives on
+another host, is never touched by it; nor is one made to outlive its owner
+(`keep`: `faultline run --leave-running`), which only `faultline clean
+--cluster NAME` removes.
+
 Why the volume and the tmpfs: the image's layered file system (fuse-overlayfs
 on this machine) costs a system call into a user-space daemon. A flushed
 audit line cost 0.35 ms there against 9 us on a volume (5 nodes writing and
