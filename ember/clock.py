@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from pathlib import Path
@@ -50,7 +51,10 @@ def parse_offset(text: str) -> float:
     body = text.strip()
     if not body or body[0] not in "+-":
         raise ValueError(f"clock offset {text!r} is not +N[s] or -N[s]")
-    return float(body.removesuffix("s"))
+    seconds = float(body.removesuffix("s"))
+    if not math.isfinite(seconds):  # float() takes "+inf" and "+nan"
+        raise ValueError(f"clock offset {text!r} is not a finite number of seconds")
+    return seconds
 
 
 def read_offset(path: Path) -> float:
@@ -74,9 +78,11 @@ def read_offset(path: Path) -> float:
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
+    """What tells a rewritten file: None when it cannot be stat'ed. Any OSError
+    is caught: one escaping would end the follower and freeze the offset."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
+    except OSError:
         return None
     return st.st_ino, st.st_mtime_ns, st.st_size
 

@@ -37,7 +37,9 @@ def test_offsets_in_the_nemesis_format_parse(text: str, seconds: float) -> None:
     assert clock.parse_offset(text) == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text", ["", "5s", "+abc", "@2026-01-01 00:00:00"])
+@pytest.mark.parametrize(
+    "text", ["", "5s", "+abc", "@2026-01-01 00:00:00", "+inf", "-infs", "+nan"]
+)
 def test_anything_else_is_refused_and_the_offset_stays(text: str, tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         clock.parse_offset(text)
@@ -78,3 +80,35 @@ def test_a_followed_file_moves_the_wall_clock_and_the_audit_wall(tmp_path: Path)
     walls = [json.loads(line)["wall"] for line in lines]
     assert walls[0] < time.time() - 4.5
     assert walls[1] > time.time() + 2.0
+
+
+def test_a_file_that_cannot_be_stated_does_not_end_the_follower(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stat failing with another OSError than ENOENT (EACCES, EIO) is "no
+    stamp", and the follower goes on to see the next offset."""
+    path = tmp_path / "clock-offset"
+    real_stat = os.stat
+    failing = {"on": False}
+
+    def stat(target: object, *args: object, **kwargs: object) -> os.stat_result:
+        if failing["on"] and Path(str(target)) == path:
+            raise PermissionError(13, "Permission denied", str(target))
+        return real_stat(target, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(clock.os, "stat", stat)
+
+    async def scenario() -> float:
+        follower = asyncio.create_task(clock.follow_offset_file(path))
+        try:
+            failing["on"] = True
+            await asyncio.sleep(clock.OFFSET_POLL_S * 5)
+            assert not follower.done()
+            failing["on"] = False
+            _write(path, "+4s")
+            await asyncio.sleep(clock.OFFSET_POLL_S * 10)
+            return clock._offset_s
+        finally:
+            follower.cancel()
+
+    assert asyncio.run(scenario()) == 4.0
