@@ -189,6 +189,11 @@ class DockerBackend:
         self._nodes = []
         try:
             cleanup(self.name)
+        except ClusterError as exc:
+            # Teardown after a run: the run's verdict stands; the leftover is
+            # named with the command that removes it later.
+            print(f"warning: {exc}; remove it with `faultline clean --cluster {self.name}`",
+                  file=sys.stderr)  # fmt: skip
         finally:
             if self._key_dir is not None:
                 shutil.rmtree(self._key_dir, ignore_errors=True)
@@ -224,20 +229,38 @@ def cleanup(name: str | None = None) -> list[str]:
                 raise
             continue
         removed.append(f"volume {volume.name}")
+    stuck: list[str] = []
     for network in client.networks.list(filters=selector):
         key_dirs.add((network.attrs.get("Labels") or {}).get(KEY_DIR_LABEL, ""))
-        for _attempt in range(20):
-            try:
-                network.remove()
-                break
-            except docker.errors.NotFound:
-                break
-            except docker.errors.APIError:
-                time.sleep(0.25)  # endpoints of just-removed containers linger briefly
-        removed.append(f"network {network.name}")
+        refusal = _remove_network(network)
+        if refusal is None:
+            removed.append(f"network {network.name}")
+        else:
+            stuck.append(f"network {network.name} ({refusal})")
     for key_dir in sorted(d for d in key_dirs if _is_our_key_dir(d)):
         shutil.rmtree(key_dir, ignore_errors=True)  # what a killed owner could not remove
+    if stuck:
+        done = f"; removed {', '.join(removed)}" if removed else ""
+        raise ClusterError(f"could not remove {', '.join(stuck)}{done}")
     return removed
+
+
+NETWORK_TRIES = 20  # 0.25 s apart: endpoints of just-removed containers linger briefly
+
+
+def _remove_network(network: Any) -> str | None:
+    """Removes `network`; None once it is gone, else Docker's last refusal."""
+    refusal = "not tried"
+    for _attempt in range(NETWORK_TRIES):
+        try:
+            network.remove()
+            return None
+        except docker.errors.NotFound:
+            return None
+        except docker.errors.APIError as exc:
+            refusal = str(exc.explanation or exc)
+            time.sleep(0.25)
+    return f"Docker refused {NETWORK_TRIES} times: {refusal}"
 
 
 def _wait_gone(container: Any, timeout_s: float = 30.0) -> None:
@@ -293,9 +316,13 @@ def cleanup_dead() -> list[str]:
     removed = []
     for name, entry in sorted(clusters().items()):
         if entry["state"] == "dead" and KEEP_LABEL not in entry["labels"]:
-            what = cleanup(name)
-            removed.append(f"cluster {name} (owner {entry['owner']}, gone): removed "
-                           f"{len(what)} containers and networks")  # fmt: skip
+            whose = f"cluster {name} (owner {entry['owner']}, gone)"
+            try:
+                what = cleanup(name)
+            except ClusterError as exc:  # one stuck network must not stop the others
+                removed.append(f"{whose}: {exc}")
+                continue
+            removed.append(f"{whose}: removed {len(what)} containers, volumes and networks")
     return removed
 
 
@@ -307,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         removed = cleanup(args[1] if len(args) == 2 else None)
-    except DockerUnavailableError as exc:
+    except (DockerUnavailableError, ClusterError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print("\n".join(removed) if removed else "nothing to remove")
