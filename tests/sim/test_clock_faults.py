@@ -53,18 +53,22 @@ def test_skewed_clocks_alone_are_no_anomaly_and_replay_byte_for_byte(tmp_path: P
     assert "faults: clock" in out, out
     events = [json.loads(line) for node in sorted((run / "nodes").iterdir())
               for line in (node / "events.jsonl").read_text().splitlines()]  # fmt: skip
-    skewed = [e for e in events if abs(e.get("wall", 0) - _placed(run, e)) > 1.0]
+    placed = _placed_walls(run)
+    skewed = [e for e in events
+              if abs(e.get("wall", 0) - placed[e["node"], e["mono_ns"], e["kind"]]) > 1.0
+              ]  # fmt: skip
     assert skewed, "no event was written under a skewed clock"
     _, _, again = _run(tmp_path / "b")
     assert (again / "history.jsonl").read_bytes() == (run / "history.jsonl").read_bytes()
 
 
-def _placed(run: Path, ev: dict[str, object]) -> float:
+def _placed_walls(run: Path) -> dict[tuple[str, int, str], float]:
+    """Each event's wall as placed on the shared clock, by (node, mono_ns, kind).
+    Read once: reading the run's audit per event made this test 140 s long."""
     from checkers.audit import load_audit
 
-    placed = {(e["node"], e["mono_ns"], e["kind"]): e["wall"]
-              for evs in (load_audit(run) or {}).values() for e in evs}  # fmt: skip
-    return float(placed[(ev["node"], ev["mono_ns"], ev["kind"])])  # type: ignore[arg-type]
+    return {(e["node"], e["mono_ns"], e["kind"]): float(e["wall"])
+            for evs in (load_audit(run) or {}).values() for e in evs}  # fmt: skip
 
 
 @pytest.mark.slow
