@@ -56,6 +56,7 @@ from checkers.stats import MEMBERSHIP_FS, change_windows, fault_windows
 from pipeline.extract import (
     HistoryFacts,
     SkipRunError,
+    collector_paused,
     partition,
     read_meta,
     run_id,
@@ -277,7 +278,8 @@ class RunWriter:
         rid = run_id(self.store, run_dir)
         outcome, reason, rows = "ok", None, None
         try:
-            outcome, reason, rows = self._derive(run, run_dir)
+            with collector_paused():
+                outcome, reason, rows = self._derive(run, run_dir)
         except SkipRunError as exc:
             outcome, reason = "skip", str(exc)
         except Exception:  # let the rows engine word a run no reader foresaw
