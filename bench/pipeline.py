@@ -236,6 +236,11 @@ def main() -> int:
     for t in args.templates or []:
         if not (t / "history.jsonl").is_file():
             p.error(f"--templates: {t} is not a run dir (no history.jsonl)")
+    if args.dir is not None:
+        try:
+            args.dir.mkdir(parents=True, exist_ok=True)  # a scratch dir: made if missing
+        except OSError as exc:
+            p.error(f"--dir: cannot make {args.dir}: {exc.strerror}")
     from pipeline.session import spark_session
 
     spark = spark_session(args.master)
