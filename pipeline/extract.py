@@ -83,7 +83,7 @@ class _ResultsHead(msgspec.Struct, gc=False):
     """The fields of results.json the lake reads (`small_tables`,
     `_anomaly_rows`). The checkers' `figures` are most of the file (the
     linearizability search's per-key figures in a sim run's 530 KB), and
-    msgspec skips them unbuilt: a third of the decoding time."""
+    msgspec skips them unbuilt, in a third of the time decoding them took."""
 
     valid: Any = msgspec.UNSET
     checkers: dict[str, _CheckerHead] = msgspec.UNSET  # else the whole file is read
@@ -446,8 +446,8 @@ def collector_paused() -> Iterator[None]:
 
     A run's derivation allocates tens of thousands of objects that live until
     its rows are made (events, audit dicts, structs), so the collector ran
-    again and again over the same young objects: 10-15% of the columns
-    engine's time on runs of the default plan. They form no cycles; reference
+    again and again over the same young objects: about a tenth of the
+    columns engine's time on runs of the default plan. They form no cycles; reference
     counting frees them, and the first allocation after a run lets the
     collector catch up once."""
     was = gc.isenabled()
