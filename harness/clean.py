@@ -143,9 +143,14 @@ def clean_run(run_dir: Path) -> list[str]:
 
 
 def _remove_docker_run(path: Path, cluster: str, todo: list[Any]) -> list[str]:
-    from harness.backends.docker import cleanup
+    from harness.backends.docker import ClusterError, cleanup
 
-    removed = cleanup(cluster)
+    try:
+        removed = cleanup(cluster)
+    except ClusterError as exc:
+        # A CleanError: `clean` reports it, and the sweep before a run
+        # (`leftovers`) passes over this run rather than refusing to start.
+        raise CleanError(f"{path.parent}: {exc}") from None
     record = journal.Journal(path)
     for fault in todo:  # gone with the containers they were applied to
         record.write({"type": "heal", "id": fault.get("id"), "by": "cluster removed"})

@@ -2,18 +2,27 @@
 removed (harness.backends.docker.cleanup), with a fake engine: no Docker needed.
 
 Teardown after a run warns and lets the verdict stand; `cleanup_dead` (the
-sweep before each run) reports it and goes on to the next cluster.
+sweep before each run) reports it and goes on to the next cluster; `clean`
+of a killed run fails in one line and keeps its journal open, and the sweep
+before a run passes over that run rather than refusing to start.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import docker.errors
 import pytest
 
 from harness.backends import docker as docker_backend
+from harness.backends.base import NodeHandle, SshTarget
 from harness.backends.docker import LABEL, ClusterError, DockerBackend, cleanup
+from harness.clean import leftovers
+from harness.cli import main
+from nemesis import journal
 
 
 class _Network:
@@ -93,3 +102,42 @@ def test_the_sweep_before_a_run_reports_it_and_goes_on(
     lines = docker_backend.cleanup_dead()
     assert lines[0].startswith("cluster d1 (owner host:1, gone): could not remove network")
     assert lines[1] == "cluster d2 (owner host:1, gone): removed 1 containers, volumes and networks"
+
+
+def _docker_run_left_by_a_killed_owner(tmp_path: Path) -> Path:
+    """A run dir as a SIGKILLed Docker run of cluster `e` left it (one fault unhealed)."""
+    run = tmp_path / "store" / "t" / "20260101T000000-1"
+    run.mkdir(parents=True)
+    j = journal.Journal(run / journal.FILE_NAME, running_dir=tmp_path / "store" / ".running")
+    j.start(
+        "docker",
+        "e",
+        [NodeHandle(name="n1", ip="10.0.0.2", ssh=SshTarget(host="127.0.0.1", port=1))],
+    )
+    j.fault("partition", {"n1": ["iptables -F FAULTLINE"]})
+    text = (run / journal.FILE_NAME).read_text()
+    (run / journal.FILE_NAME).write_text(
+        text.replace(f'"pid":{journal.owner()["pid"]}', f'"pid":{_dead_pid()}', 1)
+    )
+    j.close(ended=False)
+    return run
+
+
+def test_clean_of_the_run_fails_in_one_line_and_a_new_run_still_starts(
+    engine: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    engine(_Network("faultline-e", refuse=10**6))
+    run = _docker_run_left_by_a_killed_owner(tmp_path)
+    assert main(["clean", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1
+    assert "could not remove network faultline-e" in err[0]
+    assert not journal.has_ended(journal.read(run / journal.FILE_NAME))  # for the next try
+    said: list[str] = []
+    leftovers(tmp_path / "store", "ssh", said.append)  # the sweep before a run passes over it
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
