@@ -196,18 +196,19 @@ def _run_spark(args: argparse.Namespace) -> int:
         plan = msgspec.json.decode((path / "test.json").read_bytes(), type=dict[str, Any])
     workload = plan.get("workload")
     model = args.model or (workload.get("model") if isinstance(workload, dict) else None)
+    from pipeline.session import SparkStartError, start_session
+
+    master = args.master or "local[*]"
     try:
-        from pipeline.session import spark_session
         from pipeline.spark_check import spark_check
+
+        spark = start_session(master, app="faultline-check")
     except ImportError as exc:
         raise ValueError(
             f"--spark needs pyspark ({exc}); pip install 'faultline[pipeline]'"
         ) from None
-    master = args.master or "local[*]"
-    try:
-        spark = spark_session(master, app="faultline-check")
-    except Exception as exc:  # pyspark's own types: no Java, an unreachable master
-        raise ValueError(f"cannot start Spark (master {master}; Java 17 on PATH?): {exc}") from None
+    except SparkStartError as exc:
+        raise ValueError(str(exc)) from None
     notes: list[str] = []
     result = spark_check(spark, file, model=model, master=master, notes=notes,
                          time_limit_s=args.time_limit or 60.0)  # fmt: skip

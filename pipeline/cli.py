@@ -59,19 +59,16 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _session(master: str) -> Any:
     from harness.cli import CliError
+    from pipeline.session import SparkStartError, start_session
 
     try:
-        from pipeline.session import spark_session
-
-        return spark_session(master)
+        return start_session(master)
     except ImportError as exc:
         raise CliError(
             f"pyspark is not installed ({exc}); pip install 'faultline[pipeline]'"
         ) from None
-    except (
-        Exception
-    ) as exc:  # pyspark raises its own types when Java is missing or the master is unreachable
-        raise CliError(f"cannot start Spark (master {master}; Java 17 on PATH?): {exc}") from None
+    except SparkStartError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _run_jobs(args: argparse.Namespace) -> int:

@@ -145,6 +145,9 @@ def test_cli_writes_results_that_verify_refuses_for_want_of_a_witness(tmp_path: 
     run = make_run(tmp_path, seed=2, ops=60, started=1_763_500_000).path
     proc = _cli(str(run), "--spark", "--master", "local[1]")
     assert proc.returncode == 0, proc.stderr[-2000:]
+    # pipeline/log4j2.properties: none of Spark's start-up warnings above the summary
+    for noise in ("Setting default log level", "WARN Utils", "NativeCodeLoader", "log4j"):
+        assert noise not in proc.stderr, proc.stderr[-2000:]
     results = json.loads((run / "results.json").read_text())
     assert results["valid"] is True
     assert list(results["checkers"]) == ["linearizable"]
