@@ -78,7 +78,12 @@ class GroupListener:
         task.add_done_callback(lambda done: self._tasks.pop(done, None))
 
     def _still_leader(self, group: str, term: Any) -> bool:
-        raw = self.runtime.groups[group].raw
+        # A send outlives its group here when a rebalance moves the replica off
+        # this node: the node no longer leads it, and the send ends.
+        replica = self.runtime.groups.get(group)
+        if replica is None:
+            return False
+        raw = replica.raw
         return raw.leader == self.runtime.id and (term is None or raw.term == term)
 
     async def _send(self, group: str, msg: dict[str, Any]) -> None:
