@@ -127,9 +127,7 @@ class WireTransport(asyncio.Transport):
         if self._reading:
             return
         self._reading = True
-        while self._unread and self._reading and not self._lost:
-            kind, data = self._unread.popleft()
-            self._receive(kind, data)
+        self._drain()
 
     def is_reading(self) -> bool:
         return self._reading
@@ -148,19 +146,34 @@ class WireTransport(asyncio.Transport):
     def _receive(self, kind: str, data: bytes) -> None:
         if self._lost or self._protocol is None:
             return
-        if not self._reading:
+        if not self._reading or self._unread:  # held, or behind what is: keep the order
             self._unread.append((kind, data))
             return
+        self._take(kind, data)
+
+    def _drain(self) -> None:
+        """What arrived while this end was not reading, in order."""
+        while self._unread and self._reading and not self._lost:
+            self._take(*self._unread.popleft())
+
+    def _take(self, kind: str, data: bytes) -> None:
+        assert self._protocol is not None
         if kind == "data":
             self._protocol.data_received(data)  # type: ignore[attr-defined]
         elif kind == "fin":
             keep_open = self._protocol.eof_received()  # type: ignore[attr-defined]
             if not keep_open:
-                self._closing = True
-                self._connection_lost(None)
+                self._lose_soon(None)
         else:
-            self._closing = True
-            self._connection_lost(ConnectionResetError(errno.ECONNRESET, "Connection reset"))
+            self._lose_soon(ConnectionResetError(errno.ECONNRESET, "Connection reset"))
+
+    def _lose_soon(self, exc: Exception | None) -> None:
+        """Closing now; the protocol hears of it on the loop's next round, as
+        from asyncio's transports (which schedule connection_lost): a task the
+        last data woke runs first. Told at once, aiohttp's request handler
+        woke to a connection already torn down and died on its asserts."""
+        self._closing = True
+        self._wire.loop.call_soon(self._connection_lost, exc, context=self.proc.ctx)
 
     def _connection_lost(self, exc: Exception | None) -> None:
         if self._lost:
@@ -357,9 +370,9 @@ class Wire:
         protocol = listener.factory()
         end.set_protocol(protocol)
         protocol.connection_made(end)
-        while end._unread and end._reading:
-            kind, data = end._unread.popleft()
-            end._receive(kind, data)
+        # Reading starts on the loop's next round, as asyncio's transports do:
+        # after what connection_made scheduled (aiohttp's request handler task).
+        self.loop.call_soon(end._drain, context=listener.proc.ctx)
 
     # -- carrying bytes --------------------------------------------------
 
