@@ -127,8 +127,10 @@ class MetaService:
                 410, "compacted", str(err), compact_revision=err.compact_revision
             ) from None
         resp = web.StreamResponse(headers={"Content-Type": "application/x-ndjson"})
-        await resp.prepare(request)
         try:
+            # A client may leave before its headers are sent, too (seen in the
+            # simulator, where a watcher's process was killed right after asking).
+            await resp.prepare(request)
             await self._stream(self.machine, resp, start, key, prefix)
         except ConnectionResetError:
             # The client went away (a watch ends that way normally): nothing to

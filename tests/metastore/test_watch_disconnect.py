@@ -60,3 +60,39 @@ def test_a_watch_client_leaving_logs_no_error(cluster: ProcCluster) -> None:
     log = (cluster.root / f"{node}.log").read_text()
     assert "unexpected error" not in log, log[-3000:]
     assert "Traceback" not in log, log[-3000:]
+
+
+def test_a_watch_client_gone_before_the_headers_ends_the_watch_quietly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The client left between asking and the answer's headers (a watcher
+    killed right after its request, in the simulator): `prepare` meets a
+    closing transport, and the watch ends as on a later disconnect."""
+    import logging
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from aiohttp.client_exceptions import ClientConnectionResetError
+    from aiohttp.test_utils import make_mocked_request
+
+    from ember.metastore.service import MetaService
+
+    writer = mock.Mock()
+    writer.write_headers = mock.AsyncMock()
+    closed = ClientConnectionResetError("Cannot write to closing transport")
+    writer.send_headers.side_effect = writer.write.side_effect = closed
+    state = SimpleNamespace(watch_events=lambda start, key=None, prefix=None: [])
+    machine = SimpleNamespace(state=state, listeners=[])
+    service = MetaService(runtime=None, machine=machine)  # type: ignore[arg-type]
+    streamed = mock.AsyncMock()
+    service._stream = streamed  # type: ignore[method-assign]
+    request = make_mocked_request("GET", "/meta/watch?prefix=w.&from=1", writer=writer)
+
+    async def watch() -> None:
+        with caplog.at_level(logging.DEBUG, logger="ember.metastore.service"):
+            await service.watch(request)
+
+    asyncio.run(watch())
+    assert writer.send_headers.called  # the headers were tried, and met the closed transport
+    assert not streamed.called
+    assert "disconnected" in caplog.text
