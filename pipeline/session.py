@@ -21,7 +21,7 @@ DEFAULT_MASTER = "local[*]"
 SPARK_PORT = 7077  # a spark:// master's port when the URL names none
 PROBE_TIMEOUT_S = 5.0
 # local, local[N], local[*], local[N,F] (F: task retries), local-cluster[N,C,MB]
-_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)(,[1-9][0-9]*)?\])?|local-cluster\[[0-9, ]+\]")
+_LOCAL = re.compile(r"local(\[(\*|[1-9][0-9]*)(\s*,\s*[0-9]+)?\])?|local-cluster\[[0-9, ]+\]")
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 
 

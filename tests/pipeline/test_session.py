@@ -31,8 +31,8 @@ def closed_port() -> int:
         return int(probe.getsockname()[1])
 
 
-OTHERS = ("local", "local[1]", "local[*]", "local[4,2]", "local-cluster[2,1,1024]", "yarn",
-          "k8s://https://h:6443")  # fmt: skip
+OTHERS = ("local", "local[1]", "local[*]", "local[4,2]", "local[*, 3]", "local-cluster[2,1,1024]",
+          "yarn", "k8s://https://h:6443")  # fmt: skip
 
 
 @pytest.mark.parametrize("master", OTHERS)
