@@ -343,12 +343,25 @@ class Transport:
             if hello.dst != self.node_id or peer is None or not hello.src < self.node_id:
                 raise FrameError(f"unexpected handshake from {hello.src} to {hello.dst}")
             link.write(encode_frame(Hello(version=PROTOCOL_VERSION, src=self.node_id, dst=peer.id)))
-        except (FrameError, OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
-            remote = link.transport.get_extra_info("peername") if link.transport else None
-            log.error("%s: rejecting connection from %s: %s", self.node_id, remote, exc)
+        except FrameError as exc:  # a peer of another cluster or version, or garbage
+            self._reject(link, logging.ERROR, str(exc))
+            link.end(exc)
+            return None
+        except (OSError, TimeoutError, asyncio.IncompleteReadError) as exc:
+            # The network's doing (a partition, a paused or killed peer), not a bad peer.
+            reason = (
+                f"no handshake within {self.config.handshake_timeout_s:g} s"
+                if isinstance(exc, TimeoutError)
+                else f"closed during the handshake ({exc!r})"
+            )
+            self._reject(link, logging.WARNING, reason)
             link.end(exc)
             return None
         return peer
+
+    def _reject(self, link: Link, level: int, reason: str) -> None:
+        remote = link.transport.get_extra_info("peername") if link.transport else None
+        log.log(level, "%s: rejecting connection from %s: %s", self.node_id, remote, reason)
 
     async def _serve_current(self, peer: _Peer, link: Link) -> None:
         """Serve a new connection as the peer's only one, replacing any older one."""

@@ -312,6 +312,26 @@ def test_bad_handshake_is_rejected(
         run(scenario())
 
 
+def test_silent_connection_is_dropped_with_its_reason(caplog: pytest.LogCaptureFixture) -> None:
+    """A connection that never says hello (its peer paused, or cut off by a
+    partition) is dropped after the handshake timeout, logged as a warning
+    that names the timeout: an empty reason once read as an unexplained error."""
+
+    async def scenario() -> None:
+        t2 = await started("n2", Inbox(), config=TransportConfig(handshake_timeout_s=0.2))
+        t2.add_peer("n1", free_address())
+        reader, writer = await asyncio.open_connection(*t2.address)
+        assert await asyncio.wait_for(reader.read(), 5) == b""
+        writer.close()
+        await t2.close()
+
+    with caplog.at_level(logging.WARNING):
+        run(scenario())
+    [record] = [r for r in caplog.records if "rejecting connection" in r.getMessage()]
+    assert record.levelno == logging.WARNING
+    assert record.getMessage().endswith(": no handshake within 0.2 s")
+
+
 def test_failing_handler_does_not_break_the_link(caplog: pytest.LogCaptureFixture) -> None:
     """An exception in on_message is logged; later messages still arrive."""
 
