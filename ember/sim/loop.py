@@ -124,6 +124,8 @@ class Proc:
         return f"<Proc {self.name}@{self.host} {state}>"
 
 
+# The attribute of a client connection's protocol naming the Proc that opened it (ember.sim.wire).
+DIALER = "_sim_dialer"
 CURRENT: contextvars.ContextVar[Proc | None] = contextvars.ContextVar("sim_proc", default=None)
 
 
@@ -502,12 +504,36 @@ def _complete(
 
 
 def _log_unless_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """A killed process's tasks are destroyed pending: that is what a kill is."""
+    """A killed process's tasks are destroyed pending, and its connections
+    are left open: that is what a kill is. Anything else is an error of the run."""
     message = str(context.get("message", ""))
     if "destroyed but it is pending" in message:
         return
+    if _left_by_the_dead(loop, context):
+        log.debug("simulation: %s, left by a killed process", message)
+        return
     exc = context.get("exception")
     log.error("simulation: %s%s", message, f": {exc!r}" if exc else "", exc_info=exc)
+
+
+def _left_by_the_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> bool:
+    """Whether what aiohttp reports unclosed (a connection, or a connector or
+    session holding some) belongs to killed processes only: the wire knows
+    which process opened each connection. Anything it cannot place (other
+    objects, other libraries' names for them) stays an error."""
+    protocols = []
+    conn = context.get("client_connection")
+    if conn is not None:
+        protocols.append(getattr(conn, "_protocol", None))
+    connector = context.get("connector")
+    if connector is None:
+        connector = getattr(context.get("client_session"), "_connector", None)
+    if connector is not None:
+        for idle in dict(getattr(connector, "_conns", None) or {}).values():
+            protocols.extend(proto for proto, _since in idle)
+        protocols.extend(getattr(connector, "_acquired", None) or ())
+    dialers = [getattr(proto, DIALER, None) for proto in protocols]
+    return bool(dialers) and all(isinstance(p, Proc) and not p.alive for p in dialers)
 
 
 def run_simulation(loop: SimLoop, main: Coroutine[Any, Any, Any]) -> Any:

@@ -27,6 +27,7 @@ on Docker it reaches the nodes over the bridge, which partitions leave alone.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import math
 import socket
@@ -35,6 +36,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from ember.sim.loop import DIALER
 
 if TYPE_CHECKING:
     import random
@@ -359,6 +362,12 @@ class Wire:
         self.open[id(client)] = client
         self.open[id(server)] = server
         protocol = factory()
+        # Which process dialed: what a killed process leaves unclosed is the
+        # kill's doing, not a leak (`SimLoop`'s exception handler). On the
+        # protocol itself, as aiohttp's reports of an unclosed connection come
+        # from the collector, which has cleared every weak reference to it by then.
+        with contextlib.suppress(AttributeError):  # a protocol with slots only
+            setattr(protocol, DIALER, proc)
         client.set_protocol(protocol)
         protocol.connection_made(client)
         self.loop.call_soon(self._accept, listener, server, context=listener.proc.ctx)
