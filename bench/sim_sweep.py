@@ -6,7 +6,8 @@
 
 Each seed is one `faultline run` process (a fresh interpreter, as a user
 would run it); `--workers` run at once. Prints, per verdict, the seeds, and
-for every invalid or unknown seed its first reason and replay command, then
+for every invalid or unknown seed its first reason and replay command (for a
+run that never started, `error`, the last line it printed), then
 the wall time per run, every anomaly kind with the seeds that showed it, and
 per fault kind how many faults were applied out of those drawn (a fault
 that completed `info` applied nothing). `--backend docker --workers 1 --
@@ -66,7 +67,9 @@ def _one(seed: int, args: argparse.Namespace, extra: list[str]) -> dict[str, obj
                 kinds[f"{name}: {anomaly.get('kind', '?')}"] += 1
         faults = _faults(Path(run_dir) / "history.jsonl")
     verdict = {0: "valid", 1: "invalid"}.get(proc.returncode, "unknown")
-    if verdict == "unknown" and not reasons:
+    if verdict == "unknown" and run_dir is None:
+        verdict = "error"  # exit 2 is also a run that never started (a bad flag, no engine)
+    if verdict != "valid" and not reasons:
         reasons = [(proc.stderr.strip().splitlines() or ["?"])[-1]]
     return {"seed": seed, "verdict": verdict, "wall_s": took, "run": run_dir, "reasons": reasons,
             "kinds": kinds, "faults": faults}  # fmt: skip
@@ -112,13 +115,14 @@ def main() -> int:
             results.append(fut.result())
             progress.advance(task)
     results.sort(key=lambda r: int(r["seed"]))  # type: ignore[call-overload]
-    for verdict in ("valid", "invalid", "unknown"):
+    for verdict in ("valid", "invalid", "unknown", "error"):
         these = [r for r in results if r["verdict"] == verdict]
         print(f"{verdict}: {len(these)}  {' '.join(str(r['seed']) for r in these)}")
     for r in results:
         if r["verdict"] != "valid":
             print(f"  seed {r['seed']} {r['verdict']}: {'; '.join(r['reasons'][:3])}")  # type: ignore[arg-type]
-            print(f"    replay: faultline replay {r['run']}")
+            if r["run"] is not None:
+                print(f"    replay: faultline replay {r['run']}")
     kinds: Counter[str] = Counter()
     seeds_of: dict[str, list[int]] = {}
     faults: dict[str, list[int]] = {}
