@@ -55,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from ember import audit
-from ember.sim.loop import Proc, SimLoop, current_proc
+from ember.sim.loop import SimLoop
+from ember.sim.procs import Proc, current_proc
 
 EPOCH_S = 1_767_225_600.0  # 2026-01-01T00:00:00Z: virtual wall time starts here
 SIM_BOOT_ID = "simulated-kernel"  # what `ember.audit.kernel_boot_id` reads in a simulation

@@ -12,7 +12,7 @@ process:
   time costs only the work done in it. Handles run in FIFO order and
   timers with equal deadlines in the order they were set, so one seed gives
   one interleaving, whatever PYTHONHASHSEED says.
-- **Processes.** A `Proc` is a simulated process (an ember node's
+- **Processes.** A `Proc` (`ember.sim.procs`) is a simulated process (an ember node's
   incarnation, or the harness). Its code runs in a `contextvars.Context`
   carrying the Proc (`CURRENT`), and every task and callback it creates
   inherits that context, so the loop knows whose code each handle is:
@@ -40,22 +40,17 @@ Nothing here knows about ember; `ember.sim.world` builds the cluster on it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import gc
 import heapq
-import logging
 import random
 import signal
-import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-log = logging.getLogger(__name__)
-
+from ember.sim.procs import CURRENT, Proc, close_tasks, current_proc, log_unless_dead
 
 BATCHES = 64  # scheduler rounds per `_run_once` call
 # The loop's own collection schedule (see Garbage above): a young-generation
@@ -70,68 +65,6 @@ class SimulationStalled(RuntimeError):  # noqa: N818 -- reads as what happened
 
 class SimulationTimeout(RuntimeError):  # noqa: N818 -- reads as what happened
     """The virtual clock passed the loop's `max_time` (a run that never ends)."""
-
-
-@dataclass(eq=False)
-class HostClock:
-    """A host's wall clock against the simulation's (true) time: a clock fault's state.
-
-    The wall clock reads true time plus `offset_at(t)`: a step `offset_s`
-    (a jump, forward or back), plus a drift (`rate` seconds of wall time per
-    true second since `since`), plus a strobe (`strobe_s` ahead then behind,
-    flipping every `period_s`). Exact and analytic, so no timer is needed and
-    a seed replays the same readings. The monotonic clock is not moved, as a
-    `date -s` or an NTP step leaves CLOCK_MONOTONIC alone. Kept per host, so
-    a restarted process reads the same skewed clock.
-    """
-
-    offset_s: float = 0.0
-    rate: float = 1.0
-    since: float = 0.0
-    strobe_s: float = 0.0
-    period_s: float = 0.0
-
-    def offset_at(self, t: float) -> float:
-        offset = self.offset_s + (self.rate - 1.0) * (t - self.since)
-        if self.strobe_s and self.period_s:
-            flips = int((t - self.since) / self.period_s)
-            offset += self.strobe_s if flips % 2 == 0 else -self.strobe_s
-        return offset
-
-    def reset(self) -> None:
-        """In step with true time again (a heal: the clock jumps back)."""
-        self.offset_s, self.rate, self.since, self.strobe_s, self.period_s = 0.0, 1.0, 0.0, 0.0, 0.0
-
-
-@dataclass(eq=False)
-class Proc:
-    """A simulated process: whose code a handle is, and what state it is in."""
-
-    name: str
-    host: str  # the address its sockets bind to
-    ctx: contextvars.Context = field(default_factory=contextvars.Context)
-    alive: bool = True
-    paused: bool = False
-    frozen: deque[asyncio.Handle] = field(default_factory=deque)
-    signal_handlers: dict[int, tuple[Callable[..., Any], tuple[Any, ...]]] = field(
-        default_factory=dict
-    )
-    fds: set[int] = field(default_factory=set)  # raw descriptors it opened (ember.sim.hostos)
-    clock: HostClock = field(default_factory=HostClock)  # its host's wall clock
-
-    def __repr__(self) -> str:
-        state = "dead" if not self.alive else "paused" if self.paused else "running"
-        return f"<Proc {self.name}@{self.host} {state}>"
-
-
-# The attribute of a client connection's protocol naming the Proc that opened it (ember.sim.wire).
-DIALER = "_sim_dialer"
-CURRENT: contextvars.ContextVar[Proc | None] = contextvars.ContextVar("sim_proc", default=None)
-
-
-def current_proc() -> Proc | None:
-    """The simulated process whose code is running (None outside any)."""
-    return CURRENT.get()
 
 
 def _fill(
@@ -223,7 +156,7 @@ class SimLoop(asyncio.BaseEventLoop):
         self._rng = random.Random(f"{seed}:loop")
         self.wire = Wire(self, random.Random(f"{seed}:wire"))
         self.thread_effects: ThreadEffects | None = None  # the simulated disk, when one is on
-        self.set_exception_handler(_log_unless_dead)
+        self.set_exception_handler(log_unless_dead)
 
     def create_task(  # type: ignore[override]
         self,
@@ -278,9 +211,9 @@ class SimLoop(asyncio.BaseEventLoop):
         proc.frozen.clear()
         self.wire.process_died(proc)
         if CURRENT.get() is proc:  # it killed itself (os._exit): already in its context
-            _close_tasks(self, proc)
+            close_tasks(self, proc)
         else:
-            proc.ctx.run(_close_tasks, self, proc)
+            proc.ctx.run(close_tasks, self, proc)
 
     def deliver_signal(self, proc: Proc, signum: int) -> bool:
         """Run `proc`'s handler for `signum` (as `add_signal_handler` set it); False if none."""
@@ -503,39 +436,6 @@ def _complete(
         fut.set_result(result)
 
 
-def _log_unless_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """A killed process's tasks are destroyed pending, and its connections
-    are left open: that is what a kill is. Anything else is an error of the run."""
-    message = str(context.get("message", ""))
-    if "destroyed but it is pending" in message:
-        return
-    if _left_by_the_dead(loop, context):
-        log.debug("simulation: %s, left by a killed process", message)
-        return
-    exc = context.get("exception")
-    log.error("simulation: %s%s", message, f": {exc!r}" if exc else "", exc_info=exc)
-
-
-def _left_by_the_dead(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> bool:
-    """Whether what aiohttp reports unclosed (a connection, or a connector or
-    session holding some) belongs to killed processes only: the wire knows
-    which process opened each connection. Anything it cannot place (other
-    objects, other libraries' names for them) stays an error."""
-    protocols = []
-    conn = context.get("client_connection")
-    if conn is not None:
-        protocols.append(getattr(conn, "_protocol", None))
-    connector = context.get("connector")
-    if connector is None:
-        connector = getattr(context.get("client_session"), "_connector", None)
-    if connector is not None:
-        for idle in dict(getattr(connector, "_conns", None) or {}).values():
-            protocols.extend(proto for proto, _since in idle)
-        protocols.extend(getattr(connector, "_acquired", None) or ())
-    dialers = [getattr(proto, DIALER, None) for proto in protocols]
-    return bool(dialers) and all(isinstance(p, Proc) and not p.alive for p in dialers)
-
-
 def run_simulation(loop: SimLoop, main: Coroutine[Any, Any, Any]) -> Any:
     """Run `main` (as the harness process) on `loop` to completion and close the loop."""
     asyncio.set_event_loop(loop)
@@ -563,34 +463,6 @@ def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     return None
 
 
-def _suspended(coro: Any) -> bool:
-    """A coroutine not yet closed: started and waiting, or never started (not
-    the one running: a process that `os._exit`s kills itself from inside it)."""
-    return getattr(coro, "cr_frame", None) is not None and not getattr(coro, "cr_running", False)
-
-
-_CLOSE_PASSES = 16
-
-
-def _close_tasks(loop: SimLoop, proc: Proc | None = None) -> None:
-    """Close the still suspended coroutines of `proc`'s tasks (of every task
-    of the loop if None), oldest task first. A `finally` that awaits (closing
-    a link) catches a close at its await, and closing may start new tasks
-    (aiohttp's connector close): each pass ends one more step of those, until
-    nothing is left suspended."""
-    born = loop.born
-    for _ in range(_CLOSE_PASSES):
-        tasks = (asyncio.all_tasks(loop) if proc is None
-                 else [t for t, (_, owner) in list(born.items()) if owner is proc])  # fmt: skip
-        live = [t for t in tasks if not t.done() and _suspended(t.get_coro())]
-        if not live:
-            return
-        for task in sorted(live, key=lambda t: born.get(t, (0, None))[0]):
-            with warnings.catch_warnings(), contextlib.suppress(BaseException):
-                warnings.simplefilter("ignore")
-                task.get_coro().close()
-
-
 def _abandon(loop: SimLoop) -> None:
     """The run is over: every process still running ends here, as a power-off would.
 
@@ -599,6 +471,6 @@ def _abandon(loop: SimLoop) -> None:
     printing "Event loop is closed" / "coroutine ignored GeneratorExit" by
     the thousand. Closed now, with the loop open, they end quietly.
     """
-    _close_tasks(loop)
+    close_tasks(loop)
     loop._ready.clear()
     loop._timers.clear()

@@ -37,12 +37,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ember.sim.loop import DIALER
+from ember.sim.procs import DIALER
 
 if TYPE_CHECKING:
     import random
 
-    from ember.sim.loop import Proc, SimLoop
+    from ember.sim.loop import SimLoop
+    from ember.sim.procs import Proc
 
 NETWORK_PREFIX = "127.77.0."
 HARNESS_HOST = NETWORK_PREFIX + "254"
@@ -294,7 +295,7 @@ class Wire:
     def listen(
         self, factory: Callable[[], asyncio.BaseProtocol], host: Any, port: int
     ) -> _Listener:
-        from ember.sim.loop import current_proc
+        from ember.sim.procs import current_proc
 
         proc = current_proc()
         if proc is None:
@@ -320,7 +321,7 @@ class Wire:
 
     async def _reach(self, address: tuple[str, int]) -> tuple[Proc, _Listener]:
         """Wait out a cut like a SYN would, then find the listener or refuse."""
-        from ember.sim.loop import current_proc
+        from ember.sim.procs import current_proc
 
         proc = current_proc()
         if proc is None:

@@ -37,7 +37,8 @@ from ember.placement.plane import ControlPlane
 from ember.runtime import NodeConfig, NodeRuntime
 from ember.server import serve
 from ember.sim.hostos import Disk, ProcessExited, close_descriptors
-from ember.sim.loop import HostClock, Proc, SimLoop, current_proc
+from ember.sim.loop import SimLoop
+from ember.sim.procs import HostClock, Proc, current_proc
 
 log = logging.getLogger(__name__)
 

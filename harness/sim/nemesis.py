@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ember.audit import AuditLog
-from ember.sim.loop import Proc, current_proc
+from ember.sim.procs import Proc, current_proc
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
 from harness.interpreter import Reply

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ember.sim.loop import HostClock
+from ember.sim.procs import HostClock
 
 ROOT = Path(__file__).resolve().parents[2]
 

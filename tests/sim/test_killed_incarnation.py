@@ -22,7 +22,8 @@ import pytest
 
 from ember.sim import world as world_module
 from ember.sim.hostos import Disk, simulated_os
-from ember.sim.loop import SimLoop, current_proc, run_simulation
+from ember.sim.loop import SimLoop, run_simulation
+from ember.sim.procs import current_proc
 from ember.sim.world import NodeLogRouter, World
 
 

@@ -13,7 +13,8 @@ import pytest
 from aiohttp import web
 
 from ember.sim.hostos import Disk, SleepInSimulation, simulated_os
-from ember.sim.loop import Proc, SimLoop, SimulationStalled, run_simulation
+from ember.sim.loop import SimLoop, SimulationStalled, run_simulation
+from ember.sim.procs import Proc
 
 
 async def _serve(host: str, port: int, hits: list[str]) -> None:
