@@ -64,16 +64,32 @@ def _run(cluster: ProcCluster, ops: list[Op]) -> tuple[list[Reply], str | None]:
     return asyncio.run(go())
 
 
-def test_a_change_after_the_cached_leader_was_removed_reaches_the_new_leader(
-    make_cluster: MakeCluster,
-) -> None:
-    cluster = make_cluster(NAMES, bootstrap=BOOT)
+ATTEMPTS = 3
+
+
+def _stepped_down(reply: Reply) -> bool:
+    """A leader that stepped down during the change: its outcome is unknown.
+
+    With 20 ms ticks a leader steps down (lost-quorum) when its process
+    stalls for 200 ms, which a loaded 2-core CI machine does now and then
+    (CI, 2026-12-03). That is ember answering correctly (`info`), not the
+    case under test, so the scenario starts over on a fresh cluster.
+    """
+    return reply.type == "info" and "stepped down" in str(reply.error)
+
+
+def _remove_the_leader_then_change(cluster: ProcCluster) -> tuple[str, list[str], Reply] | None:
+    """Remove the group's leader, then send a second change through a client
+    still caching it; (removed leader, the rest, second reply), or None if a
+    leader stepped down on the way."""
     cluster.start_all()
     leader = cluster.wait_leader(GROUP, BOOT)
     rest = [n for n in BOOT if n != leader]
     # The first change is sent to the leader (the client learns it) and removes it.
     first, second = _op(rest, 1), _op([*rest, "n4"], 2)
     replies, _ = _run(cluster, [first])
+    if _stepped_down(replies[0]):
+        return None
     assert [r.type for r in replies] == ["ok"], replies
     assert replies[0].node == leader, replies
     # The removed leader still answers, naming no leader: the worker must look further.
@@ -88,6 +104,21 @@ def test_a_change_after_the_cached_leader_was_removed_reaches_the_new_leader(
             return await worker.invoke(second)
 
     reply = asyncio.run(cached_then_second())
+    return None if _stepped_down(reply) else (leader, rest, reply)
+
+
+def test_a_change_after_the_cached_leader_was_removed_reaches_the_new_leader(
+    make_cluster: MakeCluster,
+) -> None:
+    outcome = None
+    for _ in range(ATTEMPTS):
+        cluster = make_cluster(NAMES, bootstrap=BOOT)
+        outcome = _remove_the_leader_then_change(cluster)
+        cluster.close()
+        if outcome is not None:
+            break
+    assert outcome is not None, f"a leader stepped down in each of {ATTEMPTS} attempts"
+    leader, rest, reply = outcome
     assert reply.type == "ok", reply
     assert reply.node != leader
     assert reply.value.get("now") == sorted([*rest, "n4"]), reply
