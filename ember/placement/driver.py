@@ -416,7 +416,7 @@ class PlacementDriver:
         # INFO: a cancel racing a change's commit is the race rebalance is built
         # for (cancel-race runs meet it in about half the seeds), not a fault.
         log.info("cancel of part-%s: the change to %s already finished; done %s",
-                    p, request["new"], done)  # fmt: skip
+                 p, request["new"], done)  # fmt: skip
         self._audit({"kind": "cancel-request", "direction": "cannot-cancel", "partition": p,
                      "zone": ZONE, "request_revision": self.revision, "peers": request["new"],
                      "old": request["old"], "pending_revision": request["pending_revision"],

@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ember.sim.procs import DIALER
+from ember.sim.procs import DIALER, current_proc
 
 if TYPE_CHECKING:
     import random
@@ -295,8 +295,6 @@ class Wire:
     def listen(
         self, factory: Callable[[], asyncio.BaseProtocol], host: Any, port: int
     ) -> _Listener:
-        from ember.sim.procs import current_proc
-
         proc = current_proc()
         if proc is None:
             raise OSError(errno.EADDRNOTAVAIL, "listen outside a simulated process")
@@ -321,8 +319,6 @@ class Wire:
 
     async def _reach(self, address: tuple[str, int]) -> tuple[Proc, _Listener]:
         """Wait out a cut like a SYN would, then find the listener or refuse."""
-        from ember.sim.procs import current_proc
-
         proc = current_proc()
         if proc is None:
             raise OSError(errno.ENETUNREACH, "connect outside a simulated process")
