@@ -34,7 +34,15 @@ from typing import Any
 import msgspec
 
 from checkers.api import Validity, merge_validity
-from checkers.history import Event, HistoryError, HistoryValidator, Operation, pair
+from checkers.history import (
+    Event,
+    EventType,
+    HistoryError,
+    HistoryValidator,
+    Operation,
+    Process,
+    pair,
+)
 
 _EVENT = msgspec.json.Decoder(Event)
 EVENT_SCHEMA = ("line long, idx long, time long, process string, is_client boolean, type string, "
@@ -96,43 +104,118 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def parse_lines(rows: Iterator[tuple[str, int]]) -> Iterator[tuple[Any, ...]]:
+def parse_lines(rows: Iterator[tuple[bytes, int]]) -> Iterator[tuple[Any, ...]]:
     """(text, line number) -> event rows; a malformed line -> a row with only `error`."""
-    for text, lineno in rows:
+    for text, line in rows:
         if not text.strip():
             continue
         try:
             ev = _EVENT.decode(text)
         except msgspec.DecodeError as exc:
-            yield (lineno + 1, None, None, None, None, None, None, None, None, None, str(exc))
+            yield (line, None, None, None, None, None, None, None, None, None, str(exc))
             continue
-        yield (lineno + 1, ev.index, ev.time, str(ev.process), isinstance(ev.process, int),
+        yield (line, ev.index, ev.time, str(ev.process), isinstance(ev.process, int),
                ev.type, ev.f, ev.key, _json(ev.value), ev.revision, None)  # fmt: skip
 
 
-def pair_process(pdf: Any) -> Any:
-    """One process's events (pandas) -> its operations, validated by the checkers' rules."""
-    import pandas as pd
+def _first_lines(text: Any) -> dict[int, int]:
+    """Block start -> the number of the line before the block's first (a block is
+    the part of the file one task reads): rows per block, summed in file order."""
 
-    pdf = pdf.sort_values("idx")
-    is_client = bool(pdf["is_client"].iloc[0])
-    events = [
-        Event(index=int(r.idx), time=int(r.time), process=int(r.process) if is_client
-              else str(r.process), type=r.type, f=r.f, key=_str(r.key),
-              value=_unjson(r.value), revision=_int(r.revision))
-        for r in pdf.itertuples()
+    counts = sorted(
+        (int(r.block), int(r["count"])) for r in text.groupBy("block").count().collect()
+    )
+    before, total = {}, 0
+    for block, n in counts:
+        before[block], total = total, total + n
+    return before
+
+
+class _Line(msgspec.Struct, gc=False):
+    """A history line typed as checkers.history.Event types it, `value` kept as
+    its JSON text (the pairing decodes it). A line this refuses, Event refuses
+    too: the batch then goes through `parse_lines`, for Event's own words."""
+
+    index: int
+    time: int
+    process: Process
+    type: EventType
+    f: str
+    key: str | None = None
+    value: msgspec.Raw = msgspec.Raw(b"")
+    node: str | None = None
+    error: str | None = None
+    revision: int | None = None
+    group: str | None = None
+
+
+_LINE = msgspec.json.Decoder(_Line)
+
+
+def _event_columns(texts: list[bytes], numbers: list[int]) -> list[list[Any]]:
+    """One batch of lines as EVENT_SCHEMA columns (blank lines left out)."""
+    kept = [i for i, text in enumerate(texts) if text.strip()]
+    try:
+        lines = [_LINE.decode(texts[i]) for i in kept]
+    except msgspec.DecodeError:
+        rows = list(parse_lines((texts[i], numbers[i]) for i in kept))
+        return [list(c) for c in zip(*rows, strict=True)] if rows else [[]] * 11
+    # One comprehension per field: a tenth of the cost of transposing rows.
+    return [
+        [numbers[i] for i in kept], [ln.index for ln in lines], [ln.time for ln in lines],
+        [str(ln.process) for ln in lines], [ln.process.__class__ is int for ln in lines],
+        [ln.type for ln in lines], [ln.f for ln in lines], [ln.key for ln in lines],
+        [bytes(ln.value).decode() or None for ln in lines],  # absent: b""
+        [ln.revision for ln in lines], [None] * len(lines),
     ]  # fmt: skip
-    problem = None
+
+
+def parse_batches(before: dict[int, int]) -> Any:
+    """The mapInArrow function decoding a partition's lines (binary `text`, their
+    `block`) into EVENT_SCHEMA rows, numbering each line by its block's place
+    (`_first_lines`): a block's rows come whole and in file order."""
+
+    def parse(batches: Iterator[Any]) -> Iterator[Any]:
+        import pyarrow as pa
+
+        kinds = {"long": pa.int64(), "string": pa.string(), "boolean": pa.bool_()}
+        fields = [c.split() for c in EVENT_SCHEMA.split(", ")]
+        seen: dict[int, int] = {}  # block -> its rows so far
+        for batch in batches:
+            numbers = []
+            for block in batch.column("block").to_pylist():
+                seen[block] = done = seen.get(block, 0) + 1
+                numbers.append(before[block] + done)
+            columns = _event_columns(batch.column("text").to_pylist(), numbers)
+            if columns[0]:
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(c, kinds[k]) for c, (_, k) in zip(columns, fields, strict=True)],
+                    names=[n for n, _ in fields],
+                )
+
+    return parse
+
+
+def pair_process(pdf: Any) -> list[tuple[Any, ...]]:
+    """One process's events (pandas, in index order: `per_group`) -> its
+    operations as OP_SCHEMA rows, validated by the checkers' rules."""
+    is_client = bool(pdf["is_client"].iat[0])
+    # Columns as lists, not itertuples: a process has a few hundred events and
+    # pandas' per-row cost was most of this stage.
+    columns = [pdf[c].tolist() for c in ("idx", "time", "process", "type", "f", "key", "value",
+                                         "revision")]  # fmt: skip
+    events = [
+        Event(index=i, time=t, process=int(p) if is_client else p, type=ty, f=f, key=_str(k),
+              value=_unjson(v), revision=_int(r))
+        for i, t, p, ty, f, k, v, r in zip(*columns, strict=True)
+    ]  # fmt: skip
     try:
         validator = HistoryValidator(f"process {events[0].process}")
-        for ev, line in zip(events, pdf["line"], strict=True):
-            validator.feed(ev, int(line))
+        for ev, line in zip(events, pdf["line"].tolist(), strict=True):
+            validator.feed(ev, line)
     except HistoryError as exc:
-        problem = str(exc)
-    rows = [] if problem else [_op_row(op, is_client) for op in pair(events)]
-    if problem:
-        rows.append((str(events[0].process), is_client, *([None] * 10), problem))
-    return pd.DataFrame(rows, columns=[c.split()[0] for c in OP_SCHEMA.split(", ")])
+        return [(str(events[0].process), is_client, *([None] * 10), str(exc))]
+    return [_op_row(op, is_client) for op in pair(events)]
 
 
 def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
@@ -142,21 +225,24 @@ def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
 
 
 def key_ops(pdf: Any) -> list[Operation]:
-    """One key's client operations (pandas rows of OP_SCHEMA), in invoke order."""
+    """One key's client operations (pandas rows of OP_SCHEMA, in invoke order: `per_group`)."""
+    names = ("process", "f", "type", "invoke_index", "invoke_time", "complete_index",
+             "complete_time", "key", "value", "result", "revision")  # fmt: skip
     return [
-        Operation(process=int(r.process), f=r.f, type=r.type, invoke_index=int(r.invoke_index),
-                  invoke_time=int(r.invoke_time), complete_index=_int(r.complete_index),
-                  complete_time=_int(r.complete_time), key=_str(r.key), value=_unjson(r.value),
-                  result=_unjson(r.result), revision=_int(r.revision))
-        for r in pdf.sort_values("invoke_index").itertuples()
+        Operation(process=int(p), f=f, type=ty, invoke_index=ii, invoke_time=it,
+                  complete_index=_int(ci), complete_time=_int(ct), key=_str(k),
+                  value=_unjson(v), result=_unjson(r), revision=_int(rev))
+        for p, f, ty, ii, it, ci, ct, k, v, r, rev in zip(*(pdf[c].tolist() for c in names),
+                                                         strict=True)
     ]  # fmt: skip
 
 
-def check_key(pdf: Any, model: str, time_limit_s: float, revisions: Any = None) -> Any:
-    """One key's client operations (pandas) -> its linearizability and revision verdicts
-    (revision rules only where `revisions`, the history's declaration, puts them)."""
-    import pandas as pd
-
+def check_key(
+    pdf: Any, model: str, time_limit_s: float, revisions: Any = None
+) -> list[tuple[Any, ...]]:
+    """One key's client operations (pandas) -> its KEY_SCHEMA row: linearizability and
+    revision verdicts (revision rules only where `revisions`, the history's
+    declaration, puts them)."""
     from checkers import linearizability as lin
     from checkers.revision_fields import parse
     from checkers.revisions import check_order, revision_of
@@ -178,8 +264,7 @@ def check_key(pdf: Any, model: str, time_limit_s: float, revisions: Any = None) 
     anomalies = [a.message for a in check_order(revs)]
     merged = merge_validity([valid, not anomalies])
     text = "true" if merged is True else "false" if merged is False else "unknown"
-    return pd.DataFrame([(key, len(ops), text, reason, stuck, anomalies)],
-                        columns=[c.split()[0] for c in KEY_SCHEMA.split(", ")])  # fmt: skip
+    return [(key, len(ops), text, reason, stuck, anomalies)]
 
 
 def precheck(
@@ -241,8 +326,14 @@ def stage(spark: Any, history: Path | str) -> Staged:
     `Event` and pairs each process's events into operations."""
     from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
 
-    text = spark.sparkContext.textFile(str(history)).zipWithIndex()
-    events = spark.createDataFrame(text.mapPartitions(parse_lines), EVENT_SCHEMA).cache()
+    # Spark's text reader splits the file into blocks; each line keeps its
+    # bytes (msgspec names bad UTF-8) and the block it came from, whose place in
+    # the file numbers it. Rows reach Python as Arrow, not one pickle each.
+    text = spark.read.text(str(history)).select(
+        F.col("value").cast("binary").alias("text"),
+        F.col("_metadata.file_block_start").alias("block"),
+    )
+    events = text.mapInArrow(parse_batches(_first_lines(text)), EVENT_SCHEMA).cache()
     bad_col = F.col("error").isNotNull()
     tally = events.agg(F.count("*").alias("n"), F.count(F.when(bad_col, 1)).alias("bad"),
                        F.max("line").alias("last")).first()  # fmt: skip
@@ -297,10 +388,13 @@ def per_group(df: Any, column: str, order: str, fn: Any, schema: str) -> Any:
     batch instead of per group: applyInPandas ships every group as its own batch,
     which at 10^3-10^4 processes or keys cost more than the work (bench/spark_check.py).
     Rows are co-located and sorted by (column, order), so each group is a run of
-    consecutive rows, possibly across batches; `fn` gets each whole group once."""
+    consecutive rows, possibly across batches; `fn` gets each whole group once,
+    in `order`, and returns its rows (tuples in `schema`'s order)."""
     import pandas as pd
 
-    def each(batches: Iterator[Any]) -> Iterator[Any]:
+    names = [c.split()[0] for c in schema.split(", ")]
+
+    def each(batches: Iterator[Any]) -> Iterator[list[tuple[Any, ...]]]:
         held = None  # the last group of the previous batch: it may continue
         for pdf in batches:
             if held is not None:
@@ -316,14 +410,14 @@ def per_group(df: Any, column: str, order: str, fn: Any, schema: str) -> Any:
             yield fn(held)
 
     def groups(batches: Iterator[Any]) -> Iterator[Any]:
-        out: list[Any] = []  # one Arrow batch per many groups, not per group
-        for result in each(batches):
-            out.append(result)
-            if len(out) >= 256:
-                yield pd.concat(out, ignore_index=True)
+        out: list[tuple[Any, ...]] = []  # one Arrow batch per many groups, not per group
+        for rows in each(batches):
+            out.extend(rows)
+            if len(out) >= 10_000:
+                yield pd.DataFrame(out, columns=names)
                 out = []
         if out:
-            yield pd.concat(out, ignore_index=True)
+            yield pd.DataFrame(out, columns=names)
 
     n = df.sparkSession.conf.get("spark.sql.shuffle.partitions")
     return df.repartition(int(n), column).sortWithinPartitions(column, order).mapInPandas(

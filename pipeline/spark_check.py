@@ -52,11 +52,11 @@ class SparkCheckError(ValueError):
     """A history `check --spark` refuses (one line naming what is wrong)."""
 
 
-def check_group(pdf: Any, model: str, values_only: bool, time_limit_s: float) -> Any:
+def check_group(
+    pdf: Any, model: str, values_only: bool, time_limit_s: float
+) -> list[tuple[str, str]]:
     """One group's operations (pandas, OP_SCHEMA: a key's, or all the metastore's)
-    -> (its part, its LinResult as JSON)."""
-    import pandas as pd
-
+    -> its row: (its part, its LinResult as JSON)."""
     from checkers import compose
     from checkers import linearizability as lin
     from checkers.linearizability.types import LinResult
@@ -79,8 +79,7 @@ def check_group(pdf: Any, model: str, values_only: bool, time_limit_s: float) ->
                            reason=f"cannot check: {exc}")  # fmt: skip
     result.witness = []  # see the module doc
     part = "metastore" if meta else "register"
-    return pd.DataFrame([(part, msgspec.json.encode(result).decode())],
-                        columns=["part", "result"])  # fmt: skip
+    return [(part, msgspec.json.encode(result).decode())]
 
 
 def merge(results: list[Any], model: str, elapsed_s: float) -> Any:

@@ -10,7 +10,7 @@ import pytest
 
 from harness import cli
 from harness.synthetic import make_run
-from pipeline.precheck import precheck
+from pipeline.precheck import _first_lines, precheck, stage
 
 
 def _line(index: int, process: int, type_: str, f: str, key: str, **extra: Any) -> str:
@@ -114,3 +114,39 @@ def test_cli_bad_paths_are_one_line_exit_2(
     err = capsys.readouterr().err
     assert message in err
     assert "Traceback" not in err
+
+
+def test_lines_are_numbered_across_the_blocks_spark_splits_a_history_into(
+    spark: Any, tmp_path: Path
+) -> None:
+    """Each task reads a block of the file; a bad line's number, the last line's
+    and the events counted are the file's own however many blocks it is read in."""
+    from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
+
+    lines = [_line(2 * i + j, i % 7, t, "put", f"k{i % 5}", value=i)
+             for i in range(150) for j, t in enumerate(("invoke", "ok"))]  # fmt: skip
+    lines[3] = ""  # blank lines are numbered but are no event
+    lines[4] = "   "
+    bad = {10: '{"index": "ten"}', 151: "not json", 298: '{"index": 298, "time": 1}'}
+    for at, text in bad.items():
+        lines[at] = text
+    path = tmp_path / "history.jsonl"
+    path.write_bytes(("\n".join(lines[:200]) + "\r\n" + "\n".join(lines[200:]) + "\n").encode())
+    settings = {"spark.sql.files.maxPartitionBytes": "2048", "spark.sql.files.openCostInBytes": "0"}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        text = spark.read.text(str(path)).select(F.col("_metadata.file_block_start").alias("block"))
+        assert len(_first_lines(text)) > 10  # the file really was split
+        staged = stage(spark, path)
+        try:
+            assert [b.line for b in staged.bad] == [at + 1 for at in sorted(bad)]
+            assert staged.bad[0].error.startswith("Expected `int`, got `str`")
+            assert staged.bad_count == len(bad)
+            assert staged.last_line == len(lines)
+            assert staged.events == len(lines) - 2 - len(bad)
+        finally:
+            staged.release()
+    finally:
+        for key in settings:
+            spark.conf.unset(key)
