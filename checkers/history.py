@@ -37,6 +37,27 @@ class Event(msgspec.Struct, kw_only=True, omit_defaults=True):
     group: str | None = None
 
 
+class RawEvent(msgspec.Struct, gc=False):
+    """A line of history.jsonl typed as `Event` types it, `value` kept as its
+    JSON text (b"" when absent): for readers that only pass the value on, at
+    a bulk reader's speed. A line this refuses, `Event` refuses too, so a
+    reader can take `Event`'s words for a bad line from a second decoding
+    (tests/checkers/test_history.py keeps the two alike). gc=False: it holds
+    no containers, and a history decodes millions."""
+
+    index: int
+    time: int
+    process: Process
+    type: EventType
+    f: str
+    key: str | None = None
+    value: msgspec.Raw = msgspec.Raw(b"")
+    node: str | None = None
+    error: str | None = None
+    revision: int | None = None
+    group: str | None = None
+
+
 class Operation(msgspec.Struct, kw_only=True, frozen=True):
     """An invocation and its outcome.
 

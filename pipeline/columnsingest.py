@@ -31,28 +31,10 @@ from typing import Any
 
 import msgspec
 
+from checkers.history import RawEvent
 from pipeline.sparkingest import RunWriter, gather
 
-
-class _Line(msgspec.Struct, gc=False):
-    """A history line as checkers.history.Event types it, `value` kept as JSON text.
-
-    gc=False: the structs hold no containers, and a run decodes thousands."""
-
-    index: int
-    time: int
-    process: int | str
-    type: str  # `_columns` screens it against the four types
-    f: str
-    key: str | None = None
-    value: msgspec.Raw = msgspec.Raw(b"")
-    node: str | None = None
-    error: str | None = None
-    revision: int | None = None
-    group: str | None = None
-
-
-_DECODER = msgspec.json.Decoder(list[_Line])
+_DECODER = msgspec.json.Decoder(list[RawEvent])
 _DIGITS = re.compile(r"-?[0-9]+")
 
 
@@ -92,7 +74,7 @@ def _null_if_none(texts: Any) -> Any:
     return pc.if_else(none, pa.scalar(None, pa.string()), texts)
 
 
-def _arrays(lines: list[_Line], process: list[str], value: list[bytes]) -> dict[str, Any]:
+def _arrays(lines: list[RawEvent], process: list[str], value: list[bytes]) -> dict[str, Any]:
     import pyarrow as pa
 
     s, i64 = pa.string(), pa.int64()

@@ -1,7 +1,9 @@
 """A distributed pre-check of one history too large for a machine's memory.
 
-Theory of operation. Spark reads history.jsonl as text, split across
-executors, and each line is decoded with the checkers' own `Event` type.
+Theory of operation. Spark's text reader reads history.jsonl split into
+blocks across executors; each line reaches Python in an Arrow batch, is
+decoded as the checkers' own `Event` type types it (`RawEvent`), and is
+numbered from its block's place in the file (`_first_lines`).
 Then two shuffles, each holding only a slice of the history in any one
 place:
 
@@ -36,11 +38,10 @@ import msgspec
 from checkers.api import Validity, merge_validity
 from checkers.history import (
     Event,
-    EventType,
     HistoryError,
     HistoryValidator,
     Operation,
-    Process,
+    RawEvent,
     pair,
 )
 
@@ -131,25 +132,8 @@ def _first_lines(text: Any) -> dict[int, int]:
     return before
 
 
-class _Line(msgspec.Struct, gc=False):
-    """A history line typed as checkers.history.Event types it, `value` kept as
-    its JSON text (the pairing decodes it). A line this refuses, Event refuses
-    too: the batch then goes through `parse_lines`, for Event's own words."""
-
-    index: int
-    time: int
-    process: Process
-    type: EventType
-    f: str
-    key: str | None = None
-    value: msgspec.Raw = msgspec.Raw(b"")
-    node: str | None = None
-    error: str | None = None
-    revision: int | None = None
-    group: str | None = None
-
-
-_LINE = msgspec.json.Decoder(_Line)
+# A line it refuses goes through `parse_lines`, for Event's own words.
+_LINE = msgspec.json.Decoder(RawEvent)
 
 
 def _event_columns(texts: list[bytes], numbers: list[int]) -> list[list[Any]]:

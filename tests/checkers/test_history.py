@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import pytest
 
-from checkers.history import Event, HistoryError, load_history, pair, validate
+from checkers.history import Event, HistoryError, RawEvent, load_history, pair, validate
 from tests.checkers.helpers import HistoryBuilder
 
 
@@ -140,3 +142,17 @@ def test_corrupt_middle_line_is_refused_even_with_notes(tmp_path: Path) -> None:
     path = _write(tmp_path, good + '{"index": 1, "ti\n' + good.replace('"index": 0', '"index": 2'))
     with pytest.raises(HistoryError, match="line 2"):
         load_history(path, [])
+
+
+def test_raw_event_types_every_field_as_event_does() -> None:
+    """RawEvent must refuse exactly what Event refuses (readers take Event's
+    words for a line RawEvent refused): same fields, types and defaults, only
+    `value` kept raw."""
+
+    def shape(struct: Any) -> dict[str, tuple[Any, bool]]:
+        return {f.name: (f.type, f.required) for f in msgspec.structs.fields(struct)}
+
+    raw, event = shape(RawEvent), shape(Event)
+    assert raw.pop("value") == (msgspec.Raw, False)
+    assert event.pop("value")[1] is False
+    assert raw == event
