@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.extract import extract_rows
-from pipeline.schemas import PARTITION_COLUMNS, TABLES, WRITE_ORDER
+from pipeline.schemas import PARTITION_COLUMNS, TABLES, WRITE_ORDER, arrow_type
 
 # Buffered rows per task before its tables are flushed to files: bounds memory.
 FLUSH_ROWS = 500_000
@@ -37,16 +37,6 @@ def escape(value: str) -> str:
     return "".join(f"%{ord(c):02X}" if c in _ESCAPE else c for c in value)
 
 
-def _arrow_type(kind: str) -> Any:
-    import pyarrow as pa
-
-    return {
-        "string": pa.string(), "long": pa.int64(), "int": pa.int32(), "double": pa.float64(),
-        "boolean": pa.bool_(), "array<string>": pa.list_(pa.string()),
-        "map<string,string>": pa.map_(pa.string(), pa.string()),
-    }[kind]  # fmt: skip
-
-
 def write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str) -> None:
     """Writes `rows` of `table`, one file per partition they fall in."""
     import pyarrow as pa
@@ -56,7 +46,7 @@ def write_table(lake: Path, table: str, rows: list[tuple[Any, ...]], name: str) 
     groups: dict[tuple[str, ...], list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         groups[tuple(str(v) for v in row[n_data:])].append(row)
-    fields = [pa.field(c, _arrow_type(k)) for c, k in columns[:n_data]]
+    fields = [pa.field(c, arrow_type(k)) for c, k in columns[:n_data]]
     for part, members in groups.items():
         cols = list(zip(*members, strict=True))[:n_data]
         data = pa.table([pa.array(col, f.type) for col, f in zip(cols, fields, strict=True)],

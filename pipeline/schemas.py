@@ -126,3 +126,14 @@ def spark_schema(table: str) -> Any:
         "map<string,string>": t.MapType(t.StringType(), t.StringType()),
     }
     return t.StructType([t.StructField(name, kinds[kind], True) for name, kind in TABLES[table]])
+
+
+def arrow_type(kind: str) -> Any:
+    """The Arrow type of a Spark SQL type name (as the schemas spell them)."""
+    import pyarrow as pa
+
+    return {
+        "string": pa.string(), "long": pa.int64(), "int": pa.int32(), "double": pa.float64(),
+        "boolean": pa.bool_(), "array<string>": pa.list_(pa.string()),
+        "map<string,string>": pa.map_(pa.string(), pa.string()),
+    }[kind]  # fmt: skip
