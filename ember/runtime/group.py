@@ -375,6 +375,9 @@ class Group:
             "term": st.term,
             "leader": st.leader,
             "commit": st.commit,
+            # A leader serves reads and changes only once an entry of its own
+            # term is committed; clients and tests wait on this, not on role.
+            "commit_term": self.raw.log.term(st.commit),
             "applied": st.applied,
             "last_index": st.last_index,
             "snapshot_index": self.raw.log.offset,

@@ -159,16 +159,23 @@ class ProcCluster:
         return None
 
     def wait_leader(self, group: str, among: list[str] | None = None) -> str:
-        """Wait until some node leads `group`; return it."""
+        """Wait until some node leads `group` and has committed an entry of its
+        term (its election's no-op); return it. Before that ember rightly
+        refuses reads (no-leader) and changes (change-busy): CI met both gaps."""
         found: list[str] = []
 
         def check() -> bool:
-            leader = self.leader(group, among)
-            if leader:
-                found.append(leader)
-            return leader is not None
+            # Every candidate is asked: a deposed leader that has not heard of
+            # the new term still says leader, but never commits in its term.
+            for name in among or list(self.procs):
+                with contextlib.suppress(OSError):
+                    st = self.status(name)["groups"].get(group)  # absent: replica stopped
+                    if st and st["role"] == "leader" and st["commit_term"] == st["term"]:
+                        found.append(name)
+                        return True
+            return False
 
-        self.wait_for(check, f"a leader of {group}")
+        self.wait_for(check, f"a leader of {group} that committed in its term")
         return found[-1]
 
     def wait_for(self, predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
