@@ -9,8 +9,10 @@ import pytest
 
 from tests.node.cluster import ProcCluster
 
-# Fast ticks so elections and catch-up timeouts take a fraction of a second.
-FAST = ["--tick-ms", "20", "--election-timeout-ticks", "10"]
+# Fast ticks so elections and catch-up timeouts take about a second. A 500 ms
+# election timeout, not 200: a loaded 2-core CI machine stalls a process for
+# 200 ms now and then, and each stall cost a leader its quorum mid-test.
+FAST = ["--tick-ms", "20", "--election-timeout-ticks", "25"]
 
 MakeCluster = Callable[..., ProcCluster]
 

@@ -70,10 +70,11 @@ ATTEMPTS = 3
 def _stepped_down(reply: Reply) -> bool:
     """A leader that stepped down during the change: its outcome is unknown.
 
-    With 20 ms ticks a leader steps down (lost-quorum) when its process
-    stalls for 200 ms, which a loaded 2-core CI machine does now and then
-    (CI, 2026-12-03). That is ember answering correctly (`info`), not the
-    case under test, so the scenario starts over on a fresh cluster.
+    With FAST ticks a leader steps down (lost-quorum) when its process
+    stalls for an election timeout (200 ms then, 500 ms now), which a loaded
+    2-core CI machine did (CI, 2026-12-03). That is ember answering correctly
+    (`info`), not the case under test, so the scenario starts over on a
+    fresh cluster.
     """
     return reply.type == "info" and "stepped down" in str(reply.error)
 
