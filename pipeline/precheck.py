@@ -7,9 +7,10 @@ numbered from its block's place in the file (`_first_lines`).
 Then two shuffles, each holding only a slice of the history in any one
 place:
 
-1. by process: each process's events, in index order, go through the
-   checkers' `HistoryValidator` (a process's invoke/complete rules) and
-   `pair` into operations;
+1. by process: each process's events, in index order, are checked against
+   the checkers' rules for one process and paired into operations, many
+   processes at once with array operations (pipeline/pairing.py), event by
+   event through `HistoryValidator` and `pair` for a process that breaks one;
 2. by key: each key's client operations go through the linearizability
    search (`checkers.linearizability.check`, the same code as `faultline
    check`) and the revision-order rules (`checkers.revisions.check_order`).
@@ -36,23 +37,14 @@ from typing import Any
 import msgspec
 
 from checkers.api import Validity, merge_validity
-from checkers.history import (
-    Event,
-    HistoryError,
-    HistoryValidator,
-    Operation,
-    RawEvent,
-    pair,
-)
+from checkers.history import Event, Operation, RawEvent
+from pipeline.pairing import OP_SCHEMA, as_int, as_str, from_json, pair_processes, to_json
 from pipeline.schemas import arrow_type
 
 _EVENT = msgspec.json.Decoder(Event)
 EVENT_SCHEMA = ("line long, idx long, time long, process string, is_client boolean, type string, "
                 "f string, key string, value string, revision long, error string")  # fmt: skip
 _EVENT_FIELDS = [c.split() for c in EVENT_SCHEMA.split(", ")]  # (name, type)
-OP_SCHEMA = ("process string, is_client boolean, f string, type string, invoke_index long, "
-             "invoke_time long, complete_index long, complete_time long, key string, "
-             "value string, result string, revision long, problem string")  # fmt: skip
 KEY_SCHEMA = ("key string, ops long, valid string, reason string, unplaceable array<long>, "
               "revision_anomalies array<string>")  # fmt: skip
 
@@ -88,25 +80,6 @@ class PrecheckResult:
         return "\n".join(lines)
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else msgspec.json.encode(value).decode()
-
-
-def _unjson(text: Any) -> Any:
-    return msgspec.json.decode(text) if isinstance(text, str) else None
-
-
-def _str(value: Any) -> str | None:
-    return value if isinstance(value, str) else None  # pandas holds a missing string as NaN
-
-
-def _int(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):  # None, NaN (pandas' float column) or pd.NA (Int64)
-        return None
-
-
 def parse_lines(rows: Iterator[tuple[bytes, int]]) -> Iterator[tuple[Any, ...]]:
     """(text, line number) -> event rows; a malformed line -> a row with only `error`."""
     for text, line in rows:
@@ -118,7 +91,7 @@ def parse_lines(rows: Iterator[tuple[bytes, int]]) -> Iterator[tuple[Any, ...]]:
             yield (line, None, None, None, None, None, None, None, None, None, str(exc))
             continue
         yield (line, ev.index, ev.time, str(ev.process), isinstance(ev.process, int),
-               ev.type, ev.f, ev.key, _json(ev.value), ev.revision, None)  # fmt: skip
+               ev.type, ev.f, ev.key, to_json(ev.value), ev.revision, None)  # fmt: skip
 
 
 def _first_lines(text: Any) -> dict[int, int]:
@@ -178,42 +151,14 @@ def parse_batches(before: dict[int, int]) -> Any:
     return parse
 
 
-def pair_process(pdf: Any) -> list[tuple[Any, ...]]:
-    """One process's events (pandas, in index order: `per_group`) -> its
-    operations as OP_SCHEMA rows, validated by the checkers' rules."""
-    is_client = bool(pdf["is_client"].iat[0])
-    # Columns as lists, not itertuples: a process has a few hundred events and
-    # pandas' per-row cost was most of this stage.
-    columns = [pdf[c].tolist() for c in ("idx", "time", "process", "type", "f", "key", "value",
-                                         "revision")]  # fmt: skip
-    events = [
-        Event(index=i, time=t, process=int(p) if is_client else p, type=ty, f=f, key=_str(k),
-              value=_unjson(v), revision=_int(r))
-        for i, t, p, ty, f, k, v, r in zip(*columns, strict=True)
-    ]  # fmt: skip
-    try:
-        validator = HistoryValidator(f"process {events[0].process}")
-        for ev, line in zip(events, pdf["line"].tolist(), strict=True):
-            validator.feed(ev, line)
-    except HistoryError as exc:
-        return [(str(events[0].process), is_client, *([None] * 10), str(exc))]
-    return [_op_row(op, is_client) for op in pair(events)]
-
-
-def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
-    return (str(op.process), is_client, op.f, op.type, op.invoke_index, op.invoke_time,
-            op.complete_index, op.complete_time, op.key, _json(op.value),
-            _json(op.result), op.revision, None)  # fmt: skip
-
-
 def key_ops(pdf: Any) -> list[Operation]:
     """One key's client operations (pandas rows of OP_SCHEMA, in invoke order: `per_group`)."""
     names = ("process", "f", "type", "invoke_index", "invoke_time", "complete_index",
              "complete_time", "key", "value", "result", "revision")  # fmt: skip
     return [
         Operation(process=int(p), f=f, type=ty, invoke_index=ii, invoke_time=it,
-                  complete_index=_int(ci), complete_time=_int(ct), key=_str(k),
-                  value=_unjson(v), result=_unjson(r), revision=_int(rev))
+                  complete_index=as_int(ci), complete_time=as_int(ct), key=as_str(k),
+                  value=from_json(v), result=from_json(r), revision=as_int(rev))
         for p, f, ty, ii, it, ci, ct, k, v, r, rev in zip(*(pdf[c].tolist() for c in names),
                                                          strict=True)
     ]  # fmt: skip
@@ -320,8 +265,8 @@ def stage(spark: Any, history: Path | str) -> Staged:
     tally = events.agg(F.count("*").alias("n"), F.count(F.when(bad_col, 1)).alias("bad"),
                        F.max("line").alias("last")).first()  # fmt: skip
     bad = events.where(bad_col).orderBy("line").limit(10).collect() if tally.bad else []
-    ops = per_group(events.where(~bad_col).drop("error"), "process", "idx", pair_process,
-                    OP_SCHEMA).cache()  # fmt: skip
+    ops = per_group(events.where(~bad_col).drop("error"), "process", "idx", pair_processes,
+                    OP_SCHEMA, whole=True).cache()  # fmt: skip
     problems = [r.problem for r in ops.where(F.col("problem").isNotNull()).limit(10).collect()]
     clients = ops.where(F.col("is_client") & F.col("problem").isNull())
     return Staged(events=int(tally.n - tally.bad), bad=bad, bad_count=int(tally.bad),
@@ -365,18 +310,21 @@ def _merge(
     )  # fmt: skip
 
 
-def per_group(df: Any, column: str, order: str, fn: Any, schema: str) -> Any:
+def per_group(df: Any, column: str, order: str, fn: Any, schema: str, *, whole: bool = False
+              ) -> Any:  # fmt: skip
     """`df.groupBy(column).applyInPandas(fn, schema)`, with one Python call per Arrow
     batch instead of per group: applyInPandas ships every group as its own batch,
     which at 10^3-10^4 processes or keys cost more than the work (bench/spark_check.py).
     Rows are co-located and sorted by (column, order), so each group is a run of
     consecutive rows, possibly across batches; `fn` gets each whole group once,
-    in `order`, and returns its rows (tuples in `schema`'s order)."""
+    in `order`, and returns its rows (tuples in `schema`'s order). With `whole`,
+    `fn` gets many whole groups at once (a batch's) and returns a DataFrame of
+    `schema`'s columns: for work done with array operations across groups."""
     import pandas as pd
 
     names = [c.split()[0] for c in schema.split(", ")]
 
-    def each(batches: Iterator[Any]) -> Iterator[list[tuple[Any, ...]]]:
+    def each(batches: Iterator[Any]) -> Iterator[Any]:  # rows, or many groups (`whole`)
         held = None  # the last group of the previous batch: it may continue
         for pdf in batches:
             if held is not None:
@@ -386,12 +334,20 @@ def per_group(df: Any, column: str, order: str, fn: Any, schema: str) -> Any:
             last = pdf[column].iloc[-1]
             tail = pdf[column].isna() if pd.isna(last) else pdf[column] == last
             held, done = pdf[tail], pdf[~tail]
+            if whole:
+                yield done
+                continue
             for _, group in done.groupby(column, sort=False, dropna=False):
                 yield fn(group)
         if held is not None and not held.empty:
-            yield fn(held)
+            yield held if whole else fn(held)
 
     def groups(batches: Iterator[Any]) -> Iterator[Any]:
+        if whole:
+            for many in each(batches):
+                if not many.empty:
+                    yield fn(many)
+            return
         out: list[tuple[Any, ...]] = []  # one Arrow batch per many groups, not per group
         for rows in each(batches):
             out.extend(rows)
