@@ -79,9 +79,10 @@ def _op_row(op: Operation, is_client: bool) -> tuple[Any, ...]:
             to_json(op.result), op.revision, None)  # fmt: skip
 
 
-def _flagged_rows(ev: dict[str, Any], first: Any, group: Any) -> Any:
+def _flagged_rows(ev: dict[str, Any], first: Any, group: Any, nxt_same: Any) -> Any:
     """Per event: does its process break a rule (module doc)? `first` marks each
-    process's first event, `group` numbers the processes."""
+    process's first event, `group` numbers the processes, `nxt_same` marks an
+    event followed by another of its process."""
     import numpy as np
 
     n = len(first)
@@ -89,7 +90,6 @@ def _flagged_rows(ev: dict[str, Any], first: Any, group: Any) -> Any:
     pos = np.arange(n) - np.flatnonzero(first)[group]
     is_inv = ev["type"] == "invoke"
     prev = np.r_[0, np.arange(n - 1)]  # the event before (meaningful where `same`)
-    nxt_same = np.r_[same[1:], False]  # a later event in the same process follows
     bad = is_inv != (pos % 2 == 0)
     bad |= same & ~is_inv & (ev["f"] != ev["f"][prev])
     bad |= same & (ev["idx"] <= ev["idx"][prev])
@@ -110,7 +110,7 @@ def pair_processes(pdf: Any) -> Any:
 
     if pdf.empty:
         return pd.DataFrame(columns=OP_COLUMNS)
-    names = ("line", "idx", "time", "process", "is_client", "type", "f", "key", "value")
+    names = ("idx", "time", "process", "is_client", "type", "f", "key", "value")
     ev = {c: pdf[c].to_numpy() for c in names}
     ev["is_client"] = ev["is_client"].astype(bool)
     revision = pdf["revision"]
@@ -119,14 +119,15 @@ def pair_processes(pdf: Any) -> Any:
     proc = ev["process"]
     first = np.r_[True, proc[1:] != proc[:-1]]
     group = np.cumsum(first) - 1
-    flagged = _flagged_rows(ev, first, group)
+    nxt_same = np.r_[~first[1:], False]
+    flagged = _flagged_rows(ev, first, group, nxt_same)
 
     n = len(proc)
     nxt = np.minimum(np.arange(n) + 1, n - 1)
     inv = np.flatnonzero((ev["type"] == "invoke") & ~flagged)
     # In a process that breaks no rule, the event after an invoke, if any in
     # its process, is its completion; an invoke last in its process is open.
-    has_done = np.r_[~first[1:], False][inv]
+    has_done = nxt_same[inv]
     at = nxt[inv]  # read only where has_done
 
     def pick(primary: Any, fallback: Any) -> Any:
@@ -135,7 +136,6 @@ def pair_processes(pdf: Any) -> Any:
     def nullable(values: Any, known: Any) -> Any:
         return pd.arrays.IntegerArray(values.astype(np.int64), ~known)
 
-    no_done = ~has_done
     key = pick(ev["key"][inv], np.where(has_done, ev["key"][at], None))
     rev_inv, rev_done = rev_known[inv], rev_known[at] & has_done
     out = pd.DataFrame({
@@ -145,7 +145,7 @@ def pair_processes(pdf: Any) -> Any:
         "complete_index": nullable(np.where(has_done, ev["idx"][at], 0), has_done),
         "complete_time": nullable(np.where(has_done, ev["time"][at], 0), has_done),
         "key": key, "value": ev["value"][inv],
-        "result": np.where(no_done, None, ev["value"][at]),
+        "result": np.where(has_done, ev["value"][at], None),
         "revision": nullable(np.where(rev_done, ev["revision"][at], ev["revision"][inv]),
                              rev_done | rev_inv),
         "problem": None,

@@ -12,10 +12,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.pairing import OP_COLUMNS, from_json, pair_process, pair_processes
-from pipeline.precheck import EVENT_SCHEMA
+from pipeline.precheck import _EVENT_FIELDS
 from pipeline.schemas import arrow_type
 
-_FIELDS = [c.split() for c in EVENT_SCHEMA.split(", ") if not c.startswith("error ")]
+_FIELDS = [(name, kind) for name, kind in _EVENT_FIELDS if name != "error"]
 PROCESSES = [("1", True), ("2", True), ("10", True), ("nemesis", False), ("5", True),
              ("5", False)]  # fmt: skip
 
