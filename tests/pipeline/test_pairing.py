@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 import pyarrow as pa
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -126,3 +127,25 @@ def test_a_name_both_a_client_and_not_is_paired_as_one_process_at_a_time() -> No
     frame = _frame(rows)
     assert pair_processes(frame)["is_client"].tolist() == [False, False]
     assert _canonical(pair_processes(frame)) == _canonical(_one_by_one(frame))
+
+
+# One history per rule, so that each is held whatever examples hypothesis draws.
+_BROKEN = {
+    "out of turn": [("ok", "get", 1, 0), ("invoke", "get", 2, 0)],
+    "another f": [("invoke", "get", 1, 0), ("ok", "put", 2, 0)],
+    "index repeated": [("invoke", "get", 1, 0), ("ok", "get", 1, 0)],
+    "time back": [("invoke", "get", 1, 5), ("ok", "get", 2, 4)],
+    "invoke after info": [("invoke", "get", 1, 0), ("info", "get", 2, 0),
+                          ("invoke", "get", 3, 0), ("ok", "get", 4, 0)],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("rule", sorted(_BROKEN))
+def test_each_broken_rule_goes_to_the_validator(rule: str) -> None:
+    rows = [(line, idx, now, "7", True, type_, f, "a", None, None)
+            for line, (type_, f, idx, now) in enumerate(_BROKEN[rule], start=1)]  # fmt: skip
+    frame = _frame(rows)
+    out = pair_processes(frame)
+    assert len(out) == 1, out
+    assert out["problem"].notna().all(), out
+    assert _canonical(out) == _canonical(_one_by_one(frame))
