@@ -16,10 +16,24 @@ $(STAMP): pyproject.toml
 run: $(STAMP)
 	$(BIN)/faultline run $(ARGS)
 
+# Tests on simulated time or on none (no wall clock, real process, Docker or
+# Spark) run two at a time with pytest-xdist, worksteal so that one worker
+# never waits on the other's queue of long simulations. The rest run one at a
+# time after them, so no test timed by the wall clock shares the two cores.
+# Both halves run even if the first fails. PYTEST_ARGS runs pytest once,
+# serially, with those arguments.
+PARALLEL_TESTS := tests/sim tests/explore tests/checkers tests/raft
+
 test: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(BIN)/python -m pytest -n 2 --dist worksteal $(PARALLEL_TESTS); first=$$?; \
+	$(BIN)/python -m pytest $(addprefix --ignore=,$(PARALLEL_TESTS)); second=$$?; \
+	exit $$(( first ? first : second ))
+else
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+endif
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
