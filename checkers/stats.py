@@ -26,6 +26,7 @@ import bisect
 import itertools
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Any
 
 from checkers.api import UNKNOWN, CheckContext, CheckerResult
@@ -172,7 +173,7 @@ def change_windows(ops: list[Operation], end: int) -> list[dict[str, Any]]:
     ]  # fmt: skip
 
 
-def longest_gap(ok_times: list[int], start: int, end: int) -> int:
+def longest_gap(ok_times: Sequence[int], start: int, end: int) -> int:
     """The longest stretch of [start, end] without a time in sorted `ok_times`."""
     lo, hi = bisect.bisect_left(ok_times, start), bisect.bisect_right(ok_times, end)
     points = [start, *ok_times[lo:hi], end]

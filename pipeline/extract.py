@@ -84,7 +84,8 @@ class _ResultsHead(msgspec.Struct, gc=False):
     msgspec skips them unbuilt, in a third of the time decoding them took."""
 
     valid: Any = msgspec.UNSET
-    checkers: dict[str, _CheckerHead] = msgspec.UNSET  # else the whole file is read
+    # Typed, or msgspec would build the whole file.
+    checkers: dict[str, _CheckerHead] | msgspec.UnsetType = msgspec.UNSET
     reasons: Any = msgspec.UNSET
     elapsed_s: Any = msgspec.UNSET
 

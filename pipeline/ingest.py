@@ -127,8 +127,8 @@ def ingest(
     for rid, reason in report.skipped:
         log.warning("skipped run %s: %s", rid, reason)
     lake.mkdir(parents=True, exist_ok=True)
-    skipped = [{"run_id": rid, "reason": reason} for rid, reason in sorted(report.skipped)]
-    (lake / SKIPPED_FILE).write_text(json.dumps(skipped, indent=2) + "\n", encoding="utf-8")
+    listed = [{"run_id": rid, "reason": reason} for rid, reason in sorted(report.skipped)]
+    (lake / SKIPPED_FILE).write_text(json.dumps(listed, indent=2) + "\n", encoding="utf-8")
     report.elapsed_s = time.monotonic() - started
     return report
 

@@ -384,7 +384,10 @@ def ingest_spark(
     def per_partition(batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        part = RunWriter(store, where, ingest_id, TaskContext.get().partitionId())
+        task = TaskContext.get()
+        if task is None:  # mapInArrow calls this only inside a task
+            raise RuntimeError("per_partition ran outside a Spark task")
+        part = RunWriter(store, where, ingest_id, task.partitionId())
         for run in _by_file(batches):
             part.run(run)
         part.flush()
