@@ -20,6 +20,8 @@ run: $(STAMP)
 # Spark) run two at a time with pytest-xdist, worksteal so that one worker
 # never waits on the other's queue of long simulations. The rest run one at a
 # time after them, so no test timed by the wall clock shares the two cores.
+# tests/conftest.py fails a test the parallel half should not hold (marked
+# docker, spark_cluster or browser, or running real nodes).
 # Both halves run even if the first fails. PYTEST_ARGS runs pytest once,
 # serially, with those arguments.
 PARALLEL_TESTS := tests/sim tests/explore tests/checkers tests/raft
