@@ -16,7 +16,8 @@ node's wall clock, never the monotonic one, so two nodes' events stay in
 real-time order under skew. SSH hosts have clocks of their own: there the
 harness measures each node's offset (harness.clock_offsets, Jepsen-style
 midpoint of a round trip) at the start and after each restart, and the
-event's wall less its node's offset is the instant. Runs without these
+event's wall, less its node's offset and less the offset a clock fault
+added to ember's clock alone (`clock_offset_s`), is the instant. Runs without these
 fields (older runs) keep the nodes' walls; the report says so.
 
 Each process names its kernel's boot id on its first event; every event of
@@ -241,9 +242,12 @@ def _place_by_offsets(audit: dict[str, list[dict[str, Any]]], readings: list[Any
             wall = ev.get("wall")
             if not is_number(wall) or "node_wall" in ev:
                 continue  # placed by the monotonic clock already
-            _, offset, _ = min(mine, key=lambda m: m[2] / 2 + MAX_SLEW * abs(m[0] - wall))
+            # The readings measured the host's clock; a clock fault moved ember's alone.
+            fault = ev.get("clock_offset_s")
+            host = wall - fault if is_number(fault) else wall
+            _, offset, _ = min(mine, key=lambda m: m[2] / 2 + MAX_SLEW * abs(m[0] - host))
             ev["node_wall"] = wall
-            ev["wall"] = wall - offset
+            ev["wall"] = host - offset
             placed += 1
     return placed
 

@@ -2,7 +2,8 @@
 
 The Raft core emits events without the envelope; `AuditLog.record` adds
 `node`, `mono_ns` (monotonic ns since this process started) and `wall`
-(Unix seconds), and on the first event a process writes `mono_origin_ns`
+(Unix seconds, by the node's clock: a clock fault's offset included, and
+then also given as `clock_offset_s`), and on the first event a process writes `mono_origin_ns`
 (the monotonic clock's reading at that start: a harness sharing the clock,
 on one kernel or in the simulator, places events by it even while a clock
 fault moves the node's wall clock) and `boot_id` (the kernel's boot id,
@@ -71,6 +72,8 @@ class AuditLog:
             full["group"] = group
         full["mono_ns"] = time.monotonic_ns() - self._start_ns
         full["wall"] = clock.wall()
+        if clock.offset():  # what a clock fault added to `wall`: readers off one kernel take it off
+            full["clock_offset_s"] = clock.offset()
         if self.count == 0:
             full["mono_origin_ns"] = self._start_ns
             full["boot_id"] = self._boot_id

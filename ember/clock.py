@@ -45,6 +45,11 @@ def wall() -> float:
     return time.time() + _offset_s
 
 
+def offset() -> float:
+    """The clock fault's offset `wall()` adds now (0 without a fault)."""
+    return _offset_s
+
+
 def parse_offset(text: str) -> float:
     """An offset in libfaketime's relative format (`+1.5s`, `-2s`, `+0`) in
     seconds; ValueError for anything else."""

@@ -380,11 +380,10 @@ def _failpoints(
 
 
 def clocks_movable(plan: plans.Plan) -> bool:
-    """Whether a clock fault can move this plan's node clocks: ember in the
-    simulator, or on Docker following the offset file the nemesis writes
-    (ember/clock.py). SSH hosts would work the same way but have not been
-    tried; etcd follows no such file."""
-    return plan.db == "ember" and plan.backend in ("docker", "sim")
+    """Whether a clock fault can move this plan's node clocks: ember's, in the
+    simulator, or on Docker and SSH hosts following the offset file the
+    nemesis writes (ember/clock.py); etcd follows no such file."""
+    return plan.db == "ember" and plan.backend in ("docker", "sim", "ssh")
 
 
 def clock_faults_possible(plan: plans.Plan) -> bool:
@@ -401,9 +400,8 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
         return []  # an unknown db is refused with its own message later
     if "clock" in plan.nemesis and not clocks_movable(plan):
         raise plans.PlanError(
-            "--nemesis clock needs ember on --backend docker or sim: it moves a node's clock "
-            "through an offset file ember follows (not tried on SSH hosts; etcd follows "
-            "no such file)"
+            f"--nemesis clock needs ember: it moves a node's clock through an offset file "
+            f"ember follows ({plan.db} follows no such file)"
         )
     if "compact-kill" in plan.nemesis:
         why = compact_kill_refusal(plan, system)
@@ -416,9 +414,8 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
         raise plans.PlanError(str(exc)) from None
     notes = [note] if note else []
     if "mix" in plan.nemesis and not clocks_movable(plan):
-        where = "SSH hosts" if plan.backend == "ssh" else plan.db
-        notes.append(f"nemesis on {where}: mix draws no clock faults (it cannot move "
-                     f"{'their' if plan.backend == 'ssh' else 'its'} clocks)")  # fmt: skip
+        notes.append(f"nemesis on {plan.db}: mix draws no clock faults (it cannot move "
+                     f"its clocks)")  # fmt: skip
     kinds = plan.options.get("nemesis_kinds") or ("slow",)
     slows = "slow" in kinds and any(k in ("slow", "mix") for k in plan.nemesis)
     if slows and plan.backend != "sim" and not getattr(system.make_db, "has_failpoints", True):

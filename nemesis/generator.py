@@ -41,10 +41,10 @@ a `bump` jumps it by `delta_s` (forward or back, 1-4 placement-driver
 lease lengths), a `strobe` flips it `delta_s` ahead and behind every
 `period_s`, a `drift` runs it at `rate` (0.5x to 2x); aimed at a role like
 a kill. `mix` draws it for one fault in ten (`CLOCK_SHARE_IN_MIX`) where
-the cluster's clocks can be moved (`clocks=True`: ember in the simulator
-or on Docker; the runner decides); `--nemesis mix,clock` or `clock` names
+the cluster's clocks can be moved (`clocks=True`: ember in the simulator,
+on Docker or on SSH hosts; the runner decides); `--nemesis mix,clock` or `clock` names
 it outright and draws it as often as any other kind. The simulator moves
-its host clock exactly (`harness.sim.nemesis`); on Docker the fault
+its host clock exactly (`harness.sim.nemesis`); on Docker and SSH hosts the fault
 rewrites an offset file ember follows (`nemesis.clock`, `ember/clock.py`:
 a drift there steps the offset every 10 ms).
 

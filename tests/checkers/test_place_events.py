@@ -102,3 +102,18 @@ def test_a_process_naming_our_kernel_is_placed_by_our_clock_even_if_the_run_is_u
     assert audit["n1"][1]["wall"] == ZERO_WALL + 2
     assert audit["n2"][0]["wall"] == 28.5
     assert audit["n3"][0]["wall"] == 5.0
+
+
+def test_an_ssh_nodes_clock_fault_is_taken_off_with_its_measured_offset() -> None:
+    """On an SSH host a clock fault moves ember's clock, not the host's (which
+    the offset readings measure): the event's `clock_offset_s` comes off too,
+    so n2's event 5 s ahead by its faulted clock lands where it happened."""
+    reading = {"node": "n2", "harness_wall": 29.0, "offset_s": 1.5, "rtt_s": 0.01}
+    audit = {"n2": [
+        {"kind": "started", "wall": 30.0},
+        {"kind": "a", "wall": 36.0, "clock_offset_s": 5.0},
+        {"kind": "b", "wall": 27.0, "clock_offset_s": -5.0},
+    ]}  # fmt: skip
+    assert place_events(audit, {"clock_offsets": [reading]}) == 3
+    assert [ev["wall"] for ev in audit["n2"]] == [28.5, 29.5, 30.5]
+    assert [ev["node_wall"] for ev in audit["n2"]] == [30.0, 36.0, 27.0]

@@ -77,9 +77,12 @@ def test_a_followed_file_moves_the_wall_clock_and_the_audit_wall(tmp_path: Path)
     assert asyncio.run(scenario()) == [-5.0, 2.5, 0.0]
     audit.close()
     lines = (tmp_path / "events.jsonl").read_text().splitlines()
-    walls = [json.loads(line)["wall"] for line in lines]
+    events = [json.loads(line) for line in lines]
+    walls = [ev["wall"] for ev in events]
     assert walls[0] < time.time() - 4.5
     assert walls[1] > time.time() + 2.0
+    # What the fault added, for readers placing walls by the host's clock.
+    assert [ev.get("clock_offset_s") for ev in events] == [-5.0, 2.5, None]
 
 
 def test_a_file_that_cannot_be_stated_does_not_end_the_follower(

@@ -88,6 +88,7 @@ def test_clock_faults_are_refused_where_they_cannot_be_applied(tmp_path: Path) -
         cwd=ROOT, capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert out.returncode == 2, out.stdout + out.stderr
-    assert "--nemesis clock needs ember on --backend docker or sim" in out.stderr
+    assert "--nemesis clock needs ember: it moves a node's clock" in out.stderr
+    assert "(etcd follows no such file)" in out.stderr
     assert "Traceback" not in out.stderr
     assert not list(tmp_path.rglob("test.json"))  # refused before any run dir
