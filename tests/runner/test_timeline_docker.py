@@ -20,8 +20,11 @@ history's own ops around them, to within TOLERANCE_NS:
   labels with the stage the nemesis recorded on its own op.
 
 The same run goes twice: on Docker (events placed by the shared monotonic
-clock) and with --backend ssh on containers used as plain SSH hosts (placed
-by each node's clock offset, measured by harness.clock_offsets). Four nodes
+clock) and with --backend ssh on containers used as plain SSH hosts (the run
+does not say the clock is shared, but each process names the harness's
+kernel by its boot id, so load_audit still places it by the monotonic
+clock; placing by each node's clock offset, measured by
+harness.clock_offsets, is checked against that in the last test). Four nodes
 (three voters per group and one to move to), 16 s of workload: about a
 minute and a half of CI each with the cluster's start.
 """
@@ -82,8 +85,8 @@ def slow_run(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[RunOutcome]:
     """The run (module doc) on Docker, and with --backend ssh on containers used as
-    plain SSH hosts (no shared monotonic clock: events are placed by the measured
-    offsets). Clusters are removed even if the run was interrupted."""
+    plain SSH hosts (a run not marked as sharing the monotonic clock; see the
+    module doc). Clusters are removed even if the run was interrupted."""
     require_docker()
     store = tmp_path_factory.mktemp("store")
     if request.param == "docker":
@@ -130,7 +133,8 @@ def test_the_setup_was_slow_and_every_event_was_placed(slow_run: RunOutcome) -> 
     """Nodes' processes started SETUP_SLEEP_S before the history's zero, every node's
     clock offset was measured (start, after restarts, end; ~0 on one kernel), and
     every audit event was placed on the harness's clock (no note in the report):
-    by the shared monotonic clock on Docker, by the offsets on SSH hosts."""
+    by the monotonic clock, shared on Docker and named by each process's boot id
+    on the containers used as SSH hosts."""
     timeline = msgspec.json.decode(slow_run.run.timeline.read_bytes())
     backend = msgspec.json.decode(slow_run.run.plan.read_bytes())["backend"]
     assert timeline["shared_monotonic"] is (backend == "docker")
