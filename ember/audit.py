@@ -72,8 +72,9 @@ class AuditLog:
             full["group"] = group
         full["mono_ns"] = time.monotonic_ns() - self._start_ns
         full["wall"] = clock.wall()
-        if clock.offset():  # what a clock fault added to `wall`: readers off one kernel take it off
-            full["clock_offset_s"] = clock.offset()
+        fault = clock.offset()
+        if fault:  # what a clock fault added to `wall`: readers off one kernel take it off
+            full["clock_offset_s"] = fault
         if self.count == 0:
             full["mono_origin_ns"] = self._start_ns
             full["boot_id"] = self._boot_id

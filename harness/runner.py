@@ -414,8 +414,7 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
         raise plans.PlanError(str(exc)) from None
     notes = [note] if note else []
     if "mix" in plan.nemesis and not clocks_movable(plan):
-        notes.append(f"nemesis on {plan.db}: mix draws no clock faults (it cannot move "
-                     f"its clocks)")  # fmt: skip
+        notes.append(f"nemesis on {plan.db}: mix draws no clock faults (it cannot move its clocks)")
     kinds = plan.options.get("nemesis_kinds") or ("slow",)
     slows = "slow" in kinds and any(k in ("slow", "mix") for k in plan.nemesis)
     if slows and plan.backend != "sim" and not getattr(system.make_db, "has_failpoints", True):

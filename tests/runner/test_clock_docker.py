@@ -7,12 +7,13 @@ judged its lease by the monotonic clock, the same kind of run reported
 `driver-acted-after-successor`.
 
 The same plan runs twice: on Docker, and with --backend ssh on containers
-used as plain SSH hosts, where nothing shares the harness's monotonic clock
-and events are placed by each host's measured offset less the fault's own
-(`clock_offset_s`, docs/events.md). Each run's events are also placed the
-other way (by offsets on Docker, where the monotonic placement is exact) and
-must land within 100 ms of where the monotonic clock puts them: placing them
-by offsets alone put every event written during a bump off by the bump.
+used as plain SSH hosts. Both runs' events are placed by the monotonic clock
+(the containers run on the harness's kernel, which each process names by its
+boot id), so each run's events are also placed as on hosts with clocks of
+their own: by each host's measured offset less the fault's own
+(`clock_offset_s`, docs/events.md), within 100 ms of the monotonic placement.
+Without taking the fault's offset off, every event written during a bump
+was off by the bump.
 
 The schedule is the seed's draw (seed 13: a drift at 0.785x, a bump of
 -5.0 s, a strobe of +-6.6 s, ...), faults every 2 s on average at random
@@ -34,13 +35,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
 
-from checkers.audit import load_audit, place_events
-from harness.backends.docker import DockerBackend
 from harness.cli import main
 from tests.harness.cluster_fixtures import require_docker
+from tests.harness.ssh_hosts import containers_as_ssh_hosts, placed_by_offsets_only
 
 pytestmark = pytest.mark.docker
 
@@ -76,17 +75,10 @@ def clock_run(
     require_docker()
     root = tmp_path_factory.mktemp(f"clock-{request.param}")
     plan: dict[str, Any] = dict(PLAN)
-    hosts = None
-    if request.param == "ssh":
-        from harness.dbs.ember_run import image
-
-        hosts = DockerBackend(f"pytest-clock-hosts-{os.getpid()}", size=len(PLAN["nodes"]),
-                              image=image(lambda _m: None))  # fmt: skip
-    try:
-        if hosts is not None:
-            lines = [f"{n.name} root@{n.ssh.host}:{n.ssh.port} {n.ssh.key_path} ip={n.ip}\n"
-                     for n in hosts.up()]  # fmt: skip
-            (root / "hosts").write_text("".join(lines))
+    with contextlib.ExitStack() as stack:
+        if request.param == "ssh":
+            name = f"pytest-clock-hosts-{os.getpid()}"
+            stack.enter_context(containers_as_ssh_hosts(name, len(PLAN["nodes"]), root / "hosts"))
             plan |= {"backend": "ssh", "options": {**PLAN["options"], "hosts": str(root / "hosts")}}
         (root / "clock.json").write_text(json.dumps(plan))
         printed = io.StringIO()
@@ -97,23 +89,6 @@ def clock_run(
         found = re.search(r"replay: faultline replay (\S+)", out)
         assert found, out
         yield Path(found.group(1)), out
-    finally:
-        if hosts is not None:
-            hosts.down()
-
-
-def _placed_both_ways(run: Path) -> tuple[dict[str, list[Any]], dict[str, list[Any]]]:
-    """The run's events placed as load_audit places them (by the monotonic clock:
-    containers, SSH hosts or not, run on the harness's kernel), and again by the
-    measured clock offsets only, as on hosts of their own: the timeline names no
-    shared clock and no harness kernel, or a process naming ours would still be
-    placed by the monotonic clock."""
-    timeline = msgspec.json.decode((run / "timeline.json").read_bytes())
-    loaded = load_audit(run) or {}
-    by_offsets = {node: [_as_written(ev) for ev in events] for node, events in loaded.items()}
-    alone = {**timeline, "shared_monotonic": False, "harness_boot_id": None}
-    assert place_events(by_offsets, alone) == sum(len(evs) for evs in loaded.values())
-    return loaded, by_offsets
 
 
 def test_clock_faults_move_a_node_clock_and_one_driver_acts_at_a_time(
@@ -157,14 +132,9 @@ def test_events_are_placed_where_they_happened_while_clocks_were_moved(
     harness puts it; some events were written under a clock moved by more
     than a second, so the check is not empty."""
     run, _ = clock_run
-    loaded, by_offsets = _placed_both_ways(run)
+    loaded, by_offsets = placed_by_offsets_only(run)
     faulted = [ev for evs in loaded.values() for ev in evs if ev.get("clock_offset_s")]
     assert any(abs(ev["clock_offset_s"]) > 1.0 for ev in faulted), "no event under a moved clock"
     for node, events in loaded.items():
         for ev, other in zip(events, by_offsets[node], strict=True):
             assert abs(ev["wall"] - other["wall"]) <= TOLERANCE_S, (node, ev, other)
-
-
-def _as_written(ev: dict[str, Any]) -> dict[str, Any]:
-    """A placed event as its node wrote it (its own wall; unplaced)."""
-    return {**{k: v for k, v in ev.items() if k != "node_wall"}, "wall": ev["node_wall"]}

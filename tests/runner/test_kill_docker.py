@@ -24,9 +24,9 @@ from typing import Any
 import docker
 import pytest
 
-from harness.backends.docker import DockerBackend
 from nemesis import journal
 from tests.harness.cluster_fixtures import require_docker
+from tests.harness.ssh_hosts import containers_as_ssh_hosts
 from tests.runner.kill_driver import (
     PHASES,
     Instant,
@@ -120,19 +120,12 @@ def test_sigint_needs_no_clean(tmp_path: Path) -> None:
 @pytest.fixture
 def ssh_hosts(tmp_path: Path) -> Iterator[tuple[Path, list[Any]]]:
     """Five containers of our own, listed in a hosts file as plain SSH hosts."""
-    from harness.dbs.ember_run import image
-
     require_docker()
-    backend = DockerBackend(f"pytest-hosts-{os.getpid()}", size=5, image=image(print))
-    nodes = backend.up()
-    try:
-        hosts = tmp_path / "hosts"
-        hosts.write_text("".join(f"{n.name} root@{n.ssh.host}:{n.ssh.port} {n.ssh.key_path} "
-                                 f"ip={n.ip}\n" for n in nodes))  # fmt: skip
+    name = f"pytest-hosts-{os.getpid()}"
+    with containers_as_ssh_hosts(name, 5, tmp_path / "hosts") as nodes:
         client = docker.from_env()
-        yield hosts, [client.containers.get(f"faultline-{backend.name}-{n.name}") for n in nodes]
-    finally:
-        backend.down()
+        yield tmp_path / "hosts", [client.containers.get(f"faultline-{name}-{n.name}")
+                                   for n in nodes]  # fmt: skip
 
 
 FAILPOINT = ["--failpoint", 'raft.append.delay={"delay_ms": 1}']

@@ -39,15 +39,16 @@ from typing import Any
 import msgspec
 import pytest
 
-from checkers.audit import load_audit, place_events, run_clock
+from checkers.audit import load_audit, run_clock
 from checkers.history import Operation, load_history, pair
-from harness.backends.docker import DockerBackend, cleanup
+from harness.backends.docker import cleanup
 from harness.clock_offsets import local_boot_id
 from harness.plan import Plan
 from harness.runner import RunOutcome, run
 from pipeline.extract import audit_events, phase_intervals
 from reports.data import clock_note, load_run_data
 from tests.harness.cluster_fixtures import require_docker
+from tests.harness.ssh_hosts import containers_as_ssh_hosts, placed_by_offsets_only
 
 pytestmark = pytest.mark.docker
 
@@ -95,19 +96,10 @@ def slow_run(
         finally:
             cleanup(f"run{SEED % 100_000}-{os.getpid()}")
         return
-    from harness.dbs.ember_run import image
-
-    hosts = DockerBackend(f"pytest-timeline-hosts-{os.getpid()}", size=len(NODES),
-                          image=image(lambda _m: None))  # fmt: skip
-    try:
-        nodes = hosts.up()
-        hosts_file = store / "hosts"
-        hosts_file.write_text("".join(f"{n.name} root@{n.ssh.host}:{n.ssh.port} "
-                                      f"{n.ssh.key_path} ip={n.ip}\n" for n in nodes))  # fmt: skip
-        plan = _plan(backend="ssh", options={**OPTIONS, "hosts": str(hosts_file)})
+    name = f"pytest-timeline-hosts-{os.getpid()}"
+    with containers_as_ssh_hosts(name, len(NODES), store / "hosts"):
+        plan = _plan(backend="ssh", options={**OPTIONS, "hosts": str(store / "hosts")})
         yield run(plan, store, log=_slow_setup)
-    finally:
-        hosts.down()
 
 
 def _placed(out: RunOutcome) -> tuple[dict[str, list[dict[str, Any]]], Any, list[Operation]]:
@@ -243,16 +235,7 @@ def test_measured_offsets_place_events_as_the_shared_clock_does(slow_run: RunOut
     clock moves none by more than TOLERANCE_NS (the SSH path checked against the
     exact one). The timeline given names no harness kernel: a process naming
     ours would be placed by the monotonic clock again, and the check be empty."""
-    timeline = msgspec.json.decode(slow_run.run.timeline.read_bytes())
-    by_monotonic = load_audit(slow_run.run.path) or {}
-    by_offsets = {node: [_as_written(ev) for ev in events] for node, events in by_monotonic.items()}
-    alone = {**timeline, "shared_monotonic": False, "harness_boot_id": None}
-    assert place_events(by_offsets, alone) == sum(len(evs) for evs in by_monotonic.values())
+    by_monotonic, by_offsets = placed_by_offsets_only(slow_run.run.path)
     for node, events in by_monotonic.items():
         for ev, other in zip(events, by_offsets[node], strict=True):
             assert abs(ev["wall"] - other["wall"]) * 1e9 <= TOLERANCE_NS, (node, ev, other)
-
-
-def _as_written(ev: dict[str, Any]) -> dict[str, Any]:
-    """A placed event as its node wrote it (its own wall; unplaced)."""
-    return {**{k: v for k, v in ev.items() if k != "node_wall"}, "wall": ev["node_wall"]}
