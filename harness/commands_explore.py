@@ -40,9 +40,9 @@ from rich.table import Table
 from harness import plan as plans
 from harness.cli import CliError
 from harness.commands_run import _positive, add_plan_flags, plan_from_args, run_plan
-from harness.coverage import Coverage
+from harness.coverage import Cell, Coverage
 from harness.dbs.registry import SYSTEMS
-from harness.explore import RunSummary, choose, explored_plan, play
+from harness.explore import RunSummary, Space, choose, explored_plan, play
 from harness.shrink import MAX_RUNS, Shrinker, Step
 from harness.shrink_inputs import ShrinkError, emitted_numbers, onset_of, summary_of, target_of
 from harness.store import DEFAULT_ROOT
@@ -131,12 +131,19 @@ def _verdict(s: RunSummary) -> str:
 
 
 class _Tally:
-    def __init__(self, coverage: Coverage) -> None:
+    def __init__(self, coverage: Coverage, reachable: list[Cell]) -> None:
         self.started = time.monotonic()
         self.runs = 0
         self.sim_s = 0.0
         self.verdicts = {"valid": 0, "invalid": 0, "unknown": 0}
         self.coverage = coverage
+        # The cells this explore's plan can hit: the table also keeps cells
+        # other explores of the store could (other kinds, phases, targets).
+        self.reachable = reachable
+
+    def reached(self) -> str:
+        hit = sum(1 for c in self.reachable if self.coverage.hits.get(c, 0))
+        return f"{hit}/{len(self.reachable)}"
 
     def add(self, s: RunSummary) -> None:
         self.runs += 1
@@ -154,7 +161,7 @@ class _Tally:
             f"{self.runs / wall:.2f}",
             f"{self.sim_s / wall:.1f}",
             *(str(self.verdicts[k]) for k in ("valid", "invalid", "unknown")),
-            f"{self.coverage.hit}/{self.coverage.total} cells",
+            f"{self.reached()} reachable cells",
         )
         return t
 
@@ -174,7 +181,7 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         coverage = Coverage.load(cov_path)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    tally = _Tally(coverage)
+    tally = _Tally(coverage, Space.of(base).cells())
     console = Console()
     print(
         f"explore: seeds from {base.seed}, {workers} workers, budget {args.budget}, "
@@ -242,8 +249,9 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         f"explore: {tally.runs} runs in {wall:.0f} s ({tally.runs / max(wall, 1e-9):.2f}"
         f" runs/s, {tally.sim_s / max(wall, 1e-9):.1f} simulated s/s): "
         f"{tally.verdicts['valid']} valid, {tally.verdicts['invalid']} invalid, "
-        f"{tally.verdicts['unknown']} unknown; coverage {coverage.hit}/"
-        f"{coverage.total} cells ({cov_path})",
+        f"{tally.verdicts['unknown']} unknown; coverage {tally.reached()} cells this plan "
+        f"can reach ({coverage.hit}/{coverage.total} of every kind, phase and role in "
+        f"{cov_path})",
         flush=True,
     )
     if any(s.valid is False for s in found):

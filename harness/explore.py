@@ -43,8 +43,18 @@ from typing import Any
 import msgspec
 
 from harness import plan as plans
-from harness.coverage import ROLES_OF, TIMER, Cell, Coverage, cells_of_history
-from nemesis.generator import EXTRA_KINDS, HEAL_OF, MIX_TARGETS, PHASES, PRIMITIVES
+from harness.coverage import NONE, TIMER, Cell, Coverage, cells_of_history
+from nemesis.generator import (
+    EXTRA_KINDS,
+    GROUPINGS,
+    HEAL_OF,
+    MIX,
+    MIX_GROUPINGS,
+    MIX_TARGETS,
+    PHASES,
+    PRIMITIVES,
+)
+from nemesis.targets import ROLE_TARGETS
 
 CANDIDATES = 8  # swarm configurations a steered seed chooses among
 # ember's replication knobs a seed may turn (half the seeds keep the defaults).
@@ -65,32 +75,88 @@ class Swarm:
     learners: bool = False  # change-peers names learners (plan option change_learners)
     knobs: tuple[tuple[str, int], ...] = ()  # ember settings this seed turns (KNOBS)
 
-    def reachable(self) -> list[Cell]:
+
+@dataclass(frozen=True)
+class Space:
+    """What a base plan lets the swarm draw from: each seed's selection is a
+    subset of it, so an explore of `--nemesis partition` draws partitions
+    only, `--nemesis-phases joint` aims at joint only, and etcd's explore
+    waits for the phases etcd has. It also knows which coverage cells a
+    selection can hit, which the steering and the summary's denominator use.
+    """
+
+    kinds: tuple[str, ...]  # the fault kinds the base plan's nemesis draws
+    phases: tuple[str, ...]
+    targets: tuple[str, ...]  # what kills, pauses and clock faults may aim at
+    partition_roles: tuple[str, ...]  # the roles its partitions' groupings name
+    timer: bool  # faults on the timer (nemesis mode periodic or both)
+    phased: bool  # faults at phases (mode phase or both)
+
+    @classmethod
+    def of(cls, base: plans.Plan) -> Space:
+        from harness.dbs.registry import SYSTEMS  # the registry imports the runners
+
+        system = SYSTEMS.get(base.db)
+        roles = tuple(r for r in ROLE_TARGETS if system is None or r in system.roles)
+        mix = MIX in base.nemesis
+        # Clock faults join a mix only where the base plan names them.
+        kinds = tuple(k for k in (*PRIMITIVES, *EXTRA_KINDS)
+                      if k in base.nemesis or (mix and k in PRIMITIVES))  # fmt: skip
+        named_targets = base.options.get("nemesis_targets")
+        targets = tuple(t for t in (named_targets or MIX_TARGETS)
+                        if t not in ROLE_TARGETS or t in roles)  # fmt: skip
+        groupings = base.options.get("nemesis_groupings") or (
+            (MIX_GROUPINGS if roles else GROUPINGS) if mix else GROUPINGS
+        )
+        isolated = {"isolate-leader": ("group-leader",), "isolate-joining": ("joining",),
+                    "isolate": roles}  # fmt: skip
+        isolating = (r for g in groupings for r in isolated.get(g, (NONE,)))
+        partition_roles = tuple(dict.fromkeys(isolating))
+        mode = base.options.get("nemesis_mode", "both")
+        return cls(
+            kinds=kinds,
+            phases=tuple(base.options.get("nemesis_phases") or PHASES),
+            targets=targets,
+            partition_roles=partition_roles,
+            timer=mode != "phase",
+            phased=mode != "periodic",
+        )
+
+    def reachable(self, swarm: Swarm) -> list[Cell]:
         """The coverage cells a run with this selection can hit."""
+        phases = (*(swarm.phases if self.phased else ()), *((TIMER,) if self.timer else ()))
         out = []
-        for kind in self.kinds:
-            roles = ROLES_OF[kind]
-            if kind in ("kill", "pause", "clock", "compact-kill"):
-                roles = tuple(r for r in roles if r in self.targets)
-            for phase in (*self.phases, TIMER):
-                out += [(kind, phase, role) for role in roles]
+        for kind in swarm.kinds:
+            if kind == "partition":
+                roles = self.partition_roles
+            elif kind == "slow":
+                roles = ("joining",)
+            else:  # a kill, pause or clock fault names the target it drew
+                roles = swarm.targets
+            out += [(kind, phase, role) for phase in phases for role in roles]
         return out
+
+    def cells(self) -> list[Cell]:
+        """Every cell some selection within this space can hit."""
+        return self.reachable(Swarm(self.kinds, self.phases, self.targets, ()))
 
 
 def _subset(rng: random.Random, items: Sequence[str], keep: float = 0.5) -> tuple[str, ...]:
+    if not items:
+        return ()
     chosen = tuple(i for i in items if rng.random() < keep)
     return chosen or (rng.choice(list(items)),)
 
 
 def draw_swarm(rng: random.Random, base: plans.Plan, traffic: str) -> Swarm:
-    """A random feature selection within the base plan's workloads."""
+    """A random feature selection within what the base plan allows (`Space`)."""
+    space = Space.of(base)
     extra = [w for w in base.workload if w != traffic]
     workload = (traffic, *(w for w in extra if rng.random() < 0.5))
     return Swarm(
-        # Clock faults join the draw only where the base plan names them.
-        kinds=_subset(rng, (*PRIMITIVES, *(k for k in EXTRA_KINDS if k in base.nemesis))),
-        phases=_subset(rng, PHASES),
-        targets=_subset(rng, MIX_TARGETS),
+        kinds=_subset(rng, space.kinds),
+        phases=_subset(rng, space.phases),
+        targets=_subset(rng, space.targets),
         workload=workload,
         # Drawn last, so the other features of a seed's draws stay as they were.
         learners=rng.random() < 0.5,
@@ -111,8 +177,10 @@ def choose(seed: int, base: plans.Plan, traffic: str, coverage: Coverage | None)
     if coverage is None:
         return draws[0]
 
+    space = Space.of(base)
+
     def novelty(s: Swarm) -> float:
-        return sum(1.0 / (1 + coverage.hits.get(c, 0)) for c in s.reachable())
+        return sum(1.0 / (1 + coverage.hits.get(c, 0)) for c in space.reachable(s))
 
     return max(draws, key=novelty)  # max keeps the first of equals: still seed-determined
 
@@ -123,10 +191,11 @@ def explored_plan(base: plans.Plan, seed: int, swarm: Swarm | None) -> plans.Pla
         return msgspec.structs.replace(base, seed=seed)
     options = {
         **base.options,
-        "nemesis_kinds": list(swarm.kinds),
         "nemesis_phases": list(swarm.phases),
         "nemesis_targets": list(swarm.targets),
     }
+    if swarm.kinds:  # none when the base plan draws no faults (--nemesis none)
+        options["nemesis_kinds"] = list(swarm.kinds)
     # A base plan that says whether changes name learners keeps its word, and
     # so does one that sets a knob.
     options.setdefault("change_learners", swarm.learners)

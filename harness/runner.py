@@ -68,7 +68,7 @@ from harness.progress import RunStatus
 from harness.store import RunDir, new_run
 from harness.version import stamp
 from nemesis import journal
-from nemesis.generator import DEFAULT_PHASES, NemesisSchedule, fit_targets
+from nemesis.generator import NemesisSchedule, fit_targets
 from nemesis.schedule import SLOW_RATE_KBIT, NemesisWorker
 from workloads.generator import Generator, Once, Op, Seq, Stagger, TimeLimit
 from workloads.register import register_ops
@@ -169,7 +169,7 @@ def _generators(
             plan.rng("nemesis"), list(plan.nemesis),
             mode=str(plan.options.get("nemesis_mode", "both")),
             gap_s=float(plan.options.get("nemesis_gap_s", 6.0)), end_s=t,
-            phases=tuple(plan.options.get("nemesis_phases", DEFAULT_PHASES)),
+            phases=plan.options.get("nemesis_phases"),
             only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
             targets=plan.options.get("nemesis_targets"),
             groupings=plan.options.get("nemesis_groupings"), roles=system.roles,

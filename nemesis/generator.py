@@ -160,7 +160,7 @@ class NemesisSchedule(Generator):
         gap_s: float = 6.0,
         duration_s: tuple[float, float] | None = None,
         end_s: float = 60.0,
-        phases: Sequence[str] = DEFAULT_PHASES,
+        phases: Sequence[str] | None = None,
         max_faults: int | None = None,
         targets: Sequence[str] | None = None,
         groupings: Sequence[str] | None = None,
@@ -176,7 +176,7 @@ class NemesisSchedule(Generator):
             raise ValueError(f"unknown nemesis {bad[0]!r}; known: {', '.join(FAULT_KINDS)}")
         if mode not in MODES:
             raise ValueError(f"nemesis mode {mode!r} is not one of {', '.join(MODES)}")
-        bad = sorted(set(phases) - set(PHASES))
+        bad = sorted(set(phases or ()) - set(PHASES))
         if bad:
             raise ValueError(f"unknown nemesis phase {bad[0]!r}; known: {', '.join(PHASES)}")
         # Three streams, so that what each fault is (kind, grouping, target,
@@ -244,7 +244,9 @@ class NemesisSchedule(Generator):
         self.gap_ns = int(gap_s * NS_PER_S)
         self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)
-        self.phases = list(PHASES if mix and tuple(phases) == DEFAULT_PHASES else phases)
+        # Named phases are taken as named, even the three a plan naming none
+        # waits for; `mix` naming none waits for every window.
+        self.phases = list(phases if phases is not None else PHASES if mix else DEFAULT_PHASES)
         if max_faults is None and mix:
             max_faults = max(1, int(end_s / MIN_CYCLE_S))
         self.max_faults = max_faults

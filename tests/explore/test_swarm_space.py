@@ -1,0 +1,104 @@
+"""explore's swarm stays within what the base plan's own flags draw, and its
+summary counts the coverage cells that plan can reach."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+
+from harness import plan as plans
+from harness.coverage import universe
+from harness.explore import Space, choose, explored_plan
+from nemesis.generator import DEFAULT_PHASES, EXTRA_KINDS, PRIMITIVES, NemesisSchedule
+from nemesis.targets import ROLE_TARGETS
+from workloads.generator import drain
+
+SEEDS = range(30)
+
+
+def _base(**options: object) -> plans.Plan:
+    nemesis = options.pop("nemesis", ("mix",))
+    base = plans.Plan(backend="sim")
+    return msgspec.structs.replace(base, nemesis=nemesis, options={**base.options, **options})
+
+
+def _explored(base: plans.Plan, seed: int) -> plans.Plan:
+    return explored_plan(base, seed, choose(seed, base, "register", None))
+
+
+def _faults(plan: plans.Plan) -> list[str]:
+    """The fault kinds the explored plan's schedule draws, built as the runner builds it."""
+    gen = NemesisSchedule(
+        random.Random(plan.seed), list(plan.nemesis), mode="periodic", end_s=60.0,
+        phases=plan.options.get("nemesis_phases"), only=plan.options.get("nemesis_kinds"),
+        targets=plan.options.get("nemesis_targets"),
+    )  # fmt: skip
+    return [op.f for op in drain(gen, ["nemesis"], step_ns=50_000_000) if op.f in PRIMITIVES]
+
+
+@pytest.mark.parametrize("nemesis", [("partition",), ("kill", "pause"), ("slow",)])
+def test_every_seed_draws_faults_of_the_named_kinds_only(nemesis: tuple[str, ...]) -> None:
+    """A swarm subset outside the named kinds left the schedule empty: a run with no fault."""
+    base = _base(nemesis=nemesis)
+    for seed in SEEDS:
+        plan = _explored(base, seed)
+        assert set(plan.options["nemesis_kinds"]) <= set(nemesis)
+        drawn = _faults(plan)
+        assert drawn, f"seed {seed}: {plan.options['nemesis_kinds']} drew no fault"
+        assert set(drawn) <= set(nemesis)
+
+
+def test_a_mix_explore_draws_every_primitive_and_clocks_only_where_named() -> None:
+    kinds = {k for s in SEEDS for k in _explored(_base(), s).options["nemesis_kinds"]}
+    assert kinds == set(PRIMITIVES)
+    named = {k for s in SEEDS for k in _explored(_base(nemesis=("mix", "clock")), s)
+             .options["nemesis_kinds"]}  # fmt: skip
+    assert named == {*PRIMITIVES, "clock"}
+
+
+def test_no_nemesis_explores_without_a_kind_list() -> None:
+    plan = _explored(_base(nemesis=()), 1)
+    assert "nemesis_kinds" not in plan.options
+
+
+def test_named_phases_and_targets_bound_the_swarm() -> None:
+    base = _base(nemesis_phases=["joint", "pending"], nemesis_targets=["primary", "random"])
+    plans_ = [_explored(base, s) for s in SEEDS]
+    assert {p for plan in plans_ for p in plan.options["nemesis_phases"]} == {"joint", "pending"}
+    assert {t for plan in plans_ for t in plan.options["nemesis_targets"]} == {"primary", "random"}
+
+
+def test_an_etcd_explore_waits_for_etcd_phases_and_aims_at_roles_etcd_has() -> None:
+    base = msgspec.structs.replace(_base(nemesis_phases=["catching-up", "stable"]), db="etcd")
+    space = Space.of(base)
+    assert space.phases == ("catching-up", "stable")
+    assert not set(space.targets) & set(ROLE_TARGETS) - {"group-leader"}
+    assert {role for _, _, role in space.cells()} <= {"group-leader", "joining", "random", "none"}
+
+
+def test_the_reachable_cells_of_a_mix_are_the_table_s_primitive_cells() -> None:
+    """Space and the table agree: a mix reaches every cell of its kinds, no other."""
+    assert set(Space.of(_base()).cells()) == {c for c in universe() if c[0] in PRIMITIVES}
+    with_extras = Space.of(_base(nemesis=("mix", *EXTRA_KINDS))).cells()
+    assert set(with_extras) == set(universe())
+    assert len(with_extras) == len(set(with_extras))
+
+
+def test_the_nemesis_mode_decides_timer_and_phase_cells() -> None:
+    periodic = Space.of(_base(nemesis_mode="periodic")).cells()
+    assert periodic
+    assert {phase for _, phase, _ in periodic} == {"timer"}
+    phased = Space.of(_base(nemesis_mode="phase")).cells()
+    assert phased
+    assert "timer" not in {phase for _, phase, _ in phased}
+
+
+def test_a_mix_naming_the_default_phases_waits_for_those_only() -> None:
+    """Named phases are honoured even when they are the three a plan naming none gets."""
+    assert NemesisSchedule(random.Random(1), ["mix"], phases=DEFAULT_PHASES).phases == list(
+        DEFAULT_PHASES
+    )
+    assert len(NemesisSchedule(random.Random(1), ["mix"]).phases) > len(DEFAULT_PHASES)
+    assert NemesisSchedule(random.Random(1), ["kill"]).phases == list(DEFAULT_PHASES)
