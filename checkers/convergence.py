@@ -57,6 +57,7 @@ from typing import Any
 
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import peers_of, replay_partitions
+from checkers.history import Operation
 from checkers.quiet import check_availability, check_stability
 from checkers.stats import change_windows, fault_windows
 
@@ -97,7 +98,7 @@ class ConvergenceChecker:
             why = f"heal-all did not complete ok: {unhealed[-1].error}"
             return CheckerResult(name=self.name, valid=UNKNOWN, error=why)
         out: list[Anomaly] = []
-        stable = self._assignments(ctx.audit, out)
+        stable = self._assignments(ctx.audit, out, unrestored(ctx.operations))
         groups = group_ends(ctx.audit, out)
         walls = [ev.get("wall") for evs in ctx.audit.values() for ev in evs[-1:]]
         audit_end = max((w for w in walls if isinstance(w, int | float)), default=0.0)
@@ -118,7 +119,9 @@ class ConvergenceChecker:
                        **figures)  # fmt: skip
 
     @staticmethod
-    def _assignments(audit: Any, out: list[Anomaly]) -> dict[str, tuple[str, ...] | None]:
+    def _assignments(
+        audit: Any, out: list[Anomaly], unrestored: str | None
+    ) -> dict[str, tuple[str, ...] | None]:
         """Checks each partition's final keys; returns group -> final stable peers."""
         scratch: list[Anomaly] = []  # ordering rules are the revisions checker's job
         stable: dict[str, tuple[str, ...] | None] = {}
@@ -127,7 +130,8 @@ class ConvergenceChecker:
             where = f"zone {zone} partition {part}"
             left = [k for k in ("pending", "planned", "cancel") if p.state.get(k)]
             if left:
-                _flag(out, "rebalance-not-finished", f"{where}: {', '.join(left)} not empty")
+                why = f" ({unrestored})" if unrestored else ""
+                _flag(out, "rebalance-not-finished", f"{where}: {', '.join(left)} not empty{why}")
             final = peers_of(p.state.get("stable"))
             legal = targets.get((zone, part), set())
             if legal and final not in legal:
@@ -230,6 +234,26 @@ class ConvergenceChecker:
             _flag(out, "replicas-diverge", f"{group} voters end at different states: {last}")
         old = peers_of(leader_conf.get("old_peers"))
         return set(voters or ()) | set(old or ())
+
+
+def unrestored(operations: list[Operation]) -> str | None:
+    """What to say when the rebalance workload's closing restore of the zone
+    (every partition back in, every node admitted: `workloads.rebalance`) was
+    asked and never applied, or None. A partition it would have brought back
+    is no longer driven, so its pending may stay set: the reader of a
+    `rebalance-not-finished` needs to know the harness's restore failed."""
+    tries = [op for op in operations if op.f == "alter-zone" and _is_restore(op.value)]
+    if not tries or any(op.type == "ok" for op in tries):
+        return None
+    last = tries[-1]
+    said = f": {last.error}" if last.error else ""
+    return (f"the workload's closing restore of the zone never applied: {len(tries)} "
+            f"tries, the last {last.type}{said}")  # fmt: skip
+
+
+def _is_restore(value: Any) -> bool:
+    # The restore alone asks two changes at once; every other alter asks one.
+    return isinstance(value, dict) and set(value) == {"partitions", "filter"}
 
 
 def end_targets(audit: dict[str, list[dict[str, Any]]]) -> dict[Any, set[tuple[str, ...]]]:

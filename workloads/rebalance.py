@@ -28,7 +28,9 @@ is ok: the time limit is also when the nemesis heals, and an alter sent to
 a node still starting up fails, which once left partition 3 outside the
 zone with its pending set and the convergence checker reporting ember for
 the harness's omission (a sim property run, seed 37). A restore that
-never succeeds leaves that for the checker to report.
+never succeeds leaves that for the checker to report; its
+`rebalance-not-finished` then says the restore never applied, how often it
+was asked and its last error (`checkers.convergence.unrestored`).
 """
 
 from __future__ import annotations

@@ -36,9 +36,16 @@ def _audit() -> dict[str, list[dict[str, Any]]]:
     return audit
 
 
-def _check(audit: Any, quiet_after_s: float = 10.0, **options: Any) -> CheckerResult:
+def _check(
+    audit: Any, quiet_after_s: float = 10.0, restores: tuple[str, ...] = (), **options: Any
+) -> CheckerResult:
+    """`restores`: the types the rebalance workload's closing restores completed with."""
     h = HistoryBuilder()
     h.op("nemesis", "partition", type_="info").op("nemesis", "heal", type_="info")
+    for type_ in restores:
+        error = None if type_ == "ok" else "connection refused"
+        h.op("rebalance", "alter-zone", type_=type_, value={"partitions": 3, "filter": ["*"]},
+             error=error)  # fmt: skip
     h.add(0, "invoke", "read", dt=int(quiet_after_s * S)).add(0, "ok", "read", dt=0)
     events = [Event(**e) for e in h.events]
     ctx = CheckContext(events=events, operations=pair(events), audit=audit, options=options)
@@ -232,3 +239,19 @@ def test_a_heal_all_that_did_not_complete_ok_leaves_convergence_unknown() -> Non
     result = ConvergenceChecker().check(ctx)
     assert result.valid == "unknown"
     assert "heal-all did not complete ok" in str(result.error)
+
+
+def test_a_restore_that_never_applied_is_named_where_a_rebalance_did_not_finish() -> None:
+    """The verdict stands (nothing cleared pending), and the reader learns the
+    harness's restore of the zone, which would have driven it, failed."""
+    audit = _audit()
+    _break("rebalance-not-finished", audit)
+    failed = _check(audit, restores=("fail", "info"))
+    assert failed.valid is False
+    (message,) = [a.message for a in failed.anomalies if a.kind == "rebalance-not-finished"]
+    assert "closing restore of the zone never applied: 2 tries, the last info" in message
+    assert "connection refused" in message
+    for restores in ((), ("fail", "ok")):
+        quiet = _check(audit, restores=restores)
+        (message,) = [a.message for a in quiet.anomalies if a.kind == "rebalance-not-finished"]
+        assert "restore" not in message
