@@ -19,7 +19,6 @@ steers new seeds toward its empty cells (`harness.explore`).
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -70,8 +69,14 @@ def cell_of(value: Mapping[str, Any]) -> Cell | None:
     elif kind == "slow":
         role = "joining"
     else:
-        role = str(value.get("target"))
+        role = role_of(str(value.get("target")))
     return (str(kind), phase, role)
+
+
+def role_of(target: str) -> str:
+    """The cell role of a kill's or pause's target: a primitive's `leader` is
+    the group leader, as `mix`'s `group-leader` is (nemesis.targets)."""
+    return "group-leader" if target == "leader" else target
 
 
 def cells_of_history(path: Path) -> list[Cell]:
@@ -136,9 +141,9 @@ class Coverage:
             raise ValueError(f"{path}: not a coverage table ({exc})") from None
 
     def table(self) -> list[tuple[str, str, int, int]]:
-        """Per (kind, phase): cells hit and cells there are, for a compact summary."""
-        out = []
-        for (kind, phase), cells in itertools.groupby(self.hits.items(), lambda kv: kv[0][:2]):
-            counts = [n for _, n in cells]
-            out.append((kind, phase, sum(1 for n in counts if n), len(counts)))
-        return out
+        """Per (kind, phase): cells hit and cells there are, for a compact summary
+        (a cell outside the universe, from an older table, joins its kind and phase)."""
+        counts: dict[tuple[str, str], list[int]] = {}
+        for (kind, phase, _), n in self.hits.items():
+            counts.setdefault((kind, phase), []).append(n)
+        return [(k, p, sum(1 for n in ns if n), len(ns)) for (k, p), ns in counts.items()]

@@ -43,8 +43,9 @@ from typing import Any
 import msgspec
 
 from harness import plan as plans
-from harness.coverage import NONE, TIMER, Cell, Coverage, cells_of_history
+from harness.coverage import NONE, TIMER, Cell, Coverage, cells_of_history, role_of
 from nemesis.generator import (
+    DEFAULT_PHASES,
     EXTRA_KINDS,
     GROUPINGS,
     HEAL_OF,
@@ -53,6 +54,7 @@ from nemesis.generator import (
     MIX_TARGETS,
     PHASES,
     PRIMITIVES,
+    TARGETS,
 )
 from nemesis.targets import ROLE_TARGETS
 
@@ -93,17 +95,30 @@ class Space:
     phased: bool  # faults at phases (mode phase or both)
 
     @classmethod
-    def of(cls, base: plans.Plan) -> Space:
+    def of(cls, base: plans.Plan, swarmed: bool = True) -> Space:
+        """What explore's swarm may draw for `base`; with `swarmed` False,
+        what a plain run of `base` draws (`faultline run`, a nightly cell):
+        then `mix` also mixes in clock faults where clocks move and a db's
+        maintenance kills where it asks, and phases and targets default as
+        the schedule's do."""
         from harness.dbs.registry import SYSTEMS  # the registry imports the runners
+        from harness.runner import clocks_movable
 
         system = SYSTEMS.get(base.db)
         roles = tuple(r for r in ROLE_TARGETS if system is None or r in system.roles)
         mix = MIX in base.nemesis
-        # Clock faults join a mix only where the base plan names them.
-        kinds = tuple(k for k in (*PRIMITIVES, *EXTRA_KINDS)
-                      if k in base.nemesis or (mix and k in PRIMITIVES))  # fmt: skip
+        mixed = set(PRIMITIVES) if mix else set()
+        if mix and not swarmed:
+            mixed |= {"clock"} if clocks_movable(base) else set()
+            mixed |= {"compact-kill"} if system is not None and system.maintenance_in_mix else set()
+        # Explore mixes clock faults in only where the base plan names them.
+        kinds = tuple(k for k in (*PRIMITIVES, *EXTRA_KINDS) if k in base.nemesis or k in mixed)
+        only = base.options.get("nemesis_kinds")
+        if only is not None and not swarmed:
+            kinds = tuple(k for k in kinds if k in only)
         named_targets = base.options.get("nemesis_targets")
-        targets = tuple(t for t in (named_targets or MIX_TARGETS)
+        default_targets = MIX_TARGETS if mix or swarmed else TARGETS
+        targets = tuple(t for t in (named_targets or default_targets)
                         if t not in ROLE_TARGETS or t in roles)  # fmt: skip
         groupings = base.options.get("nemesis_groupings") or (
             (MIX_GROUPINGS if roles else GROUPINGS) if mix else GROUPINGS
@@ -113,9 +128,10 @@ class Space:
         isolating = (r for g in groupings for r in isolated.get(g, (NONE,)))
         partition_roles = tuple(dict.fromkeys(isolating))
         mode = base.options.get("nemesis_mode", "both")
+        default_phases = PHASES if mix or swarmed else DEFAULT_PHASES
         return cls(
             kinds=kinds,
-            phases=tuple(base.options.get("nemesis_phases") or PHASES),
+            phases=tuple(base.options.get("nemesis_phases") or default_phases),
             targets=targets,
             partition_roles=partition_roles,
             timer=mode != "phase",
@@ -132,7 +148,7 @@ class Space:
             elif kind == "slow":
                 roles = ("joining",)
             else:  # a kill, pause or clock fault names the target it drew
-                roles = swarm.targets
+                roles = tuple(dict.fromkeys(role_of(t) for t in swarm.targets))
             out += [(kind, phase, role) for phase in phases for role in roles]
         return out
 

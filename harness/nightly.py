@@ -491,9 +491,19 @@ def night_coverage(matrix: Matrix, outcomes: list[Outcome], before: Any) -> Any:
     return night
 
 
-def coverage_table(coverage: Any) -> Any:
+def night_reachable(matrix: Matrix, plans: list[Any]) -> list[Any]:
+    """The coverage cells some plan of the night can hit (`harness.explore.Space`),
+    as explore's swarm draws them when the cells explore."""
+    from harness.explore import Space
+
+    swarmed = matrix.explore_budget is not None
+    return list(dict.fromkeys(c for p in plans for c in Space.of(p, swarmed).cells()))
+
+
+def coverage_table(coverage: Any, reachable: Any = None) -> Any:
     """The coverage as a rich table: a row per fault kind, a column per phase,
-    each entry cells hit / cells there are (one per role)."""
+    each entry cells hit / cells there are (one per role); the caption counts
+    the `reachable` cells (those the night's plans can draw) when given."""
     from rich.table import Table
 
     rows = coverage.table()
@@ -506,6 +516,10 @@ def coverage_table(coverage: Any) -> Any:
         got = {phase: (hit, total) for k, phase, hit, total in rows if k == kind}
         table.add_row(kind, *(_fraction(*got[p]) if p in got else "" for p in phases))
     table.caption = f"{coverage.hit} of {coverage.total} cells hit"
+    if reachable is not None:
+        hit = sum(1 for c in reachable if coverage.hits.get(c, 0))
+        table.caption = (f"{hit} of the {len(reachable)} cells the night's plans can reach hit "
+                         f"({coverage.hit} of {coverage.total} in all)")  # fmt: skip
     return table
 
 
@@ -541,7 +555,7 @@ def _main(args: argparse.Namespace) -> int:
 
     try:
         matrix = load_matrix(args.matrix)
-        cell_plans(matrix)  # every key honoured by the backend and db, or refused now
+        plans = cell_plans(matrix)  # every key honoured by the backend and db, or refused now
     except MatrixError as exc:
         raise CliError(str(exc)) from None
     if args.budget is not None and args.budget <= 0:
@@ -569,6 +583,7 @@ def _main(args: argparse.Namespace) -> int:
     matrix.junit.parent.mkdir(parents=True, exist_ok=True)
     matrix.junit.write_bytes(junit_xml(outcomes, matrix, timestamp))
     Console().print(summary_table(outcomes))
-    Console().print(coverage_table(night_coverage(matrix, outcomes, before)))
+    reachable = night_reachable(matrix, list(plans.values())) if plans else None
+    Console().print(coverage_table(night_coverage(matrix, outcomes, before), reachable))
     print(f"JUnit XML: {matrix.junit}")
     return exit_code(outcomes)

@@ -86,6 +86,11 @@ def test_cells_count_applied_faults_by_phase_and_role() -> None:
     assert cell_of({"kind": "partition", "grouping": "isolate", "target": "meta-leader"}) == \
         ("partition", "timer", "meta-leader")  # fmt: skip
     assert cell_of({"kind": "slow", "target": "joining"}) == ("slow", "timer", "joining")
+    # A primitive kill's `leader` is mix's `group-leader`: one cell of the table.
+    assert cell_of({"kind": "kill", "target": "leader"}) == ("kill", "timer", "group-leader")
+    # An older table's `leader` cell joins its kind and phase's row, not a row of its own.
+    rows = Coverage({("kill", "timer", "leader"): 1}).table()
+    assert [r for r in rows if r[:2] == ("kill", "timer")] == [("kill", "timer", 1, 7)]
     assert cell_of({"kind": "heal-partition"}) is None
     cov = Coverage()
     assert cov.total == len(universe())

@@ -102,3 +102,21 @@ def test_a_mix_naming_the_default_phases_waits_for_those_only() -> None:
     )
     assert len(NemesisSchedule(random.Random(1), ["mix"]).phases) > len(DEFAULT_PHASES)
     assert NemesisSchedule(random.Random(1), ["kill"]).phases == list(DEFAULT_PHASES)
+
+
+def test_a_plain_run_s_space_is_what_its_schedule_draws() -> None:
+    """Nightly counts a night's plain runs by this: a mix mixes clocks in where
+    they move and etcd's compactions where it asks; a primitive waits for the
+    default phases and aims at leader, random or joining."""
+    docker = msgspec.structs.replace(_base(), backend="docker")
+    assert "clock" in Space.of(docker, swarmed=False).kinds
+    assert "clock" not in Space.of(docker).kinds
+    etcd = msgspec.structs.replace(docker, db="etcd")
+    assert Space.of(etcd, swarmed=False).kinds == (*PRIMITIVES, "compact-kill")
+    kill = Space.of(_base(nemesis=("kill",)), swarmed=False)
+    assert kill.phases == DEFAULT_PHASES
+    assert kill.targets == ("leader", "random", "joining")
+    assert {role for _, _, role in kill.cells()} == {"group-leader", "random", "joining"}
+    assert set(kill.cells()) <= set(universe())
+    narrowed = _base(nemesis=("mix",), nemesis_kinds=["pause"])
+    assert Space.of(narrowed, swarmed=False).kinds == ("pause",)

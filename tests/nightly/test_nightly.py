@@ -284,3 +284,7 @@ def test_night_coverage_counts_the_applied_faults_of_its_runs(
     assert [c.strip() for c in rows["kill"]][-1] == "1/6"  # the timer column
     assert [c.strip() for c in rows["partition"]][1] == "1/6"  # joint
     assert {c.strip() for c in rows["slow"]} == {"0/1"}
+    reach = [("kill", "timer", "group-leader"), ("kill", "joint", "group-leader")]
+    Console(width=200).print(coverage_table(night, reach))
+    caption = f"1 of the 2 cells the night's plans can reach hit (2 of {night.total} in all)"
+    assert caption in capsys.readouterr().out
