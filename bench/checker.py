@@ -60,7 +60,9 @@ def _tsv(path: Path) -> list[list[str]]:
 
 def _median_time(ops: Any, model: str, limit_s: float) -> tuple[float, float, Any]:
     """Median wall and CPU seconds of up to 5 checks (at least one)."""
-    walls, cpus, result = [], [], None
+    walls: list[float] = []
+    cpus: list[float] = []
+    result = None
     deadline = time.perf_counter() + 5.0
     while len(walls) < 5 and (not walls or time.perf_counter() < deadline):
         start, cpu = time.perf_counter(), time.process_time()

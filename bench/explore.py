@@ -32,6 +32,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FAILPOINTS = (
@@ -59,7 +60,7 @@ def _cli(*args: str) -> tuple[str, float]:
     return out.stdout + out.stderr, time.monotonic() - started
 
 
-def _explore(defect: str, seed: int, args: argparse.Namespace, store: Path) -> dict[str, object]:
+def _explore(defect: str, seed: int, args: argparse.Namespace, store: Path) -> dict[str, Any]:
     out, wall = _cli("explore", "--budget", args.budget, "--workers", str(args.workers),
                      "--seed", str(seed), "--time-limit", str(args.time_limit),
                      "--store", str(store), "--no-progress", *_flags(defect))  # fmt: skip
@@ -104,8 +105,8 @@ def _bench_one(defect: str, args: argparse.Namespace, root: Path) -> None:
             shrunk, facts = _shrink(str(trial["run_dir"]), args)
             _record(args, {"defect": defect, "seed": seed, "shrink": facts})
     hits = [t for t in trials if t["run_dir"]]
-    runs = statistics.median(t["runs"] for t in hits) if hits else float("nan")  # type: ignore[misc]
-    wall = statistics.median(t["wall"] for t in hits) if hits else float("nan")  # type: ignore[misc]
+    runs = statistics.median(t["runs"] for t in hits) if hits else float("nan")
+    wall = statistics.median(t["wall"] for t in hits) if hits else float("nan")
     print(f"{defect:<42} {len(hits):>3}/{args.repeats:<2} {runs:>10} {wall:>12.0f}  "
           f"{shrunk}", flush=True)  # fmt: skip
 

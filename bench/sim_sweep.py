@@ -26,6 +26,7 @@ import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 from rich.progress import Progress
 
@@ -42,7 +43,7 @@ def _seeds(text: str) -> list[int]:
     return out
 
 
-def _one(seed: int, args: argparse.Namespace, extra: list[str]) -> dict[str, object]:
+def _one(seed: int, args: argparse.Namespace, extra: list[str]) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "harness.cli", "run", "--backend", args.backend,
            "--seed", str(seed), "--time-limit", str(args.time_limit), "--store", str(args.store),
            "--no-progress",
@@ -114,23 +115,23 @@ def main() -> int:
         for fut in as_completed(futures):
             results.append(fut.result())
             progress.advance(task)
-    results.sort(key=lambda r: int(r["seed"]))  # type: ignore[call-overload]
+    results.sort(key=lambda r: int(r["seed"]))
     for verdict in ("valid", "invalid", "unknown", "error"):
         these = [r for r in results if r["verdict"] == verdict]
         print(f"{verdict}: {len(these)}  {' '.join(str(r['seed']) for r in these)}")
     for r in results:
         if r["verdict"] != "valid":
-            print(f"  seed {r['seed']} {r['verdict']}: {'; '.join(r['reasons'][:3])}")  # type: ignore[arg-type]
+            print(f"  seed {r['seed']} {r['verdict']}: {'; '.join(r['reasons'][:3])}")
             if r["run"] is not None:
                 print(f"    replay: faultline replay {r['run']}")
     kinds: Counter[str] = Counter()
     seeds_of: dict[str, list[int]] = {}
     faults: dict[str, list[int]] = {}
     for r in results:
-        for kind, n in r["kinds"].items():  # type: ignore[attr-defined]
+        for kind, n in r["kinds"].items():
             kinds[kind] += n
-            seeds_of.setdefault(kind, []).append(int(r["seed"]))  # type: ignore[call-overload]
-        for f, (ok, drawn) in r["faults"].items():  # type: ignore[attr-defined]
+            seeds_of.setdefault(kind, []).append(int(r["seed"]))
+        for f, (ok, drawn) in r["faults"].items():
             total = faults.setdefault(f, [0, 0])
             total[0] += ok
             total[1] += drawn
@@ -138,7 +139,7 @@ def main() -> int:
         print(f"anomaly {kind}: {n} in seeds {' '.join(map(str, seeds_of[kind]))}")
     print("faults applied: " + (", ".join(f"{f} {ok}/{drawn}" for f, (ok, drawn)
                                           in sorted(faults.items())) or "none"))  # fmt: skip
-    walls = sorted(float(r["wall_s"]) for r in results)  # type: ignore[arg-type]
+    walls = sorted(float(r["wall_s"]) for r in results)
     print(f"wall per run: min {walls[0]:.1f} s, median {walls[len(walls) // 2]:.1f} s, "
           f"max {walls[-1]:.1f} s")  # fmt: skip
     return 0 if all(r["verdict"] == "valid" for r in results) else 1

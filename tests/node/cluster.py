@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import signal
@@ -104,7 +105,7 @@ class ProcCluster:
         for n in names or self.names:
             self.start(n, wait=False)
         for n in names or self.names:
-            self.wait_for(lambda n=n: self.health(n), f"{n} to answer /health")
+            self.wait_for(functools.partial(self.health, n), f"{n} to answer /health")
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         """Send `sig` to the node and reap it."""
