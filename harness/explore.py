@@ -82,9 +82,10 @@ class Swarm:
 class Space:
     """What a base plan lets the swarm draw from: each seed's selection is a
     subset of it, so an explore of `--nemesis partition` draws partitions
-    only, `--nemesis-phases joint` aims at joint only, and etcd's explore
-    waits for the phases etcd has. It also knows which coverage cells a
-    selection can hit, which the steering and the summary's denominator use.
+    only and `--nemesis-phases joint` aims at joint only. It also knows which
+    coverage cells a selection can hit (only the roles and phases the db
+    has: etcd has no placement driver, and no joint phase), which the
+    steering and the summary's denominator use, and nightly's for a night.
     """
 
     kinds: tuple[str, ...]  # the fault kinds the base plan's nemesis draws

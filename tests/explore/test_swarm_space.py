@@ -70,7 +70,7 @@ def test_named_phases_and_targets_bound_the_swarm() -> None:
     assert {t for plan in plans_ for t in plan.options["nemesis_targets"]} == {"primary", "random"}
 
 
-def test_an_etcd_explore_waits_for_etcd_phases_and_aims_at_roles_etcd_has() -> None:
+def test_an_etcd_plan_s_space_has_etcd_s_phases_and_roles_only() -> None:
     base = msgspec.structs.replace(_base(nemesis_phases=["catching-up", "stable"]), db="etcd")
     space = Space.of(base)
     assert space.phases == ("catching-up", "stable")
