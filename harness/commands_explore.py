@@ -142,8 +142,7 @@ class _Tally:
         self.reachable = reachable
 
     def reached(self) -> str:
-        hit = sum(1 for c in self.reachable if self.coverage.hits.get(c, 0))
-        return f"{hit}/{len(self.reachable)}"
+        return f"{self.coverage.hit_among(self.reachable)}/{len(self.reachable)}"
 
     def add(self, s: RunSummary) -> None:
         self.runs += 1

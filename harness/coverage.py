@@ -121,6 +121,10 @@ class Coverage:
     def total(self) -> int:
         return len(self.hits)
 
+    def hit_among(self, cells: Iterable[Cell]) -> int:
+        """How many of `cells` have been hit (cells a plan can reach, say)."""
+        return sum(1 for c in cells if self.hits.get(c, 0))
+
     def missing(self) -> Iterator[Cell]:
         return (c for c, n in self.hits.items() if n == 0)
 

@@ -165,9 +165,12 @@ def _subset(rng: random.Random, items: Sequence[str], keep: float = 0.5) -> tupl
     return chosen or (rng.choice(list(items)),)
 
 
-def draw_swarm(rng: random.Random, base: plans.Plan, traffic: str) -> Swarm:
-    """A random feature selection within what the base plan allows (`Space`)."""
-    space = Space.of(base)
+def draw_swarm(
+    rng: random.Random, base: plans.Plan, traffic: str, space: Space | None = None
+) -> Swarm:
+    """A random feature selection within what the base plan allows (`space`,
+    which is `Space.of(base)`: given when drawing many)."""
+    space = space or Space.of(base)
     extra = [w for w in base.workload if w != traffic]
     workload = (traffic, *(w for w in extra if rng.random() < 0.5))
     return Swarm(
@@ -190,11 +193,10 @@ def _knobs(rng: random.Random) -> tuple[tuple[str, int], ...]:
 def choose(seed: int, base: plans.Plan, traffic: str, coverage: Coverage | None) -> Swarm:
     """The seed's swarm selection: the first draw, or (steered) the least-covered one."""
     rng = random.Random(f"{seed}/swarm")
-    draws = [draw_swarm(rng, base, traffic) for _ in range(CANDIDATES if coverage else 1)]
+    space = Space.of(base)
+    draws = [draw_swarm(rng, base, traffic, space) for _ in range(CANDIDATES if coverage else 1)]
     if coverage is None:
         return draws[0]
-
-    space = Space.of(base)
 
     def novelty(s: Swarm) -> float:
         return sum(1.0 / (1 + coverage.hits.get(c, 0)) for c in space.reachable(s))

@@ -517,7 +517,7 @@ def coverage_table(coverage: Any, reachable: Any = None) -> Any:
         table.add_row(kind, *(_fraction(*got[p]) if p in got else "" for p in phases))
     table.caption = f"{coverage.hit} of {coverage.total} cells hit"
     if reachable is not None:
-        hit = sum(1 for c in reachable if coverage.hits.get(c, 0))
+        hit = coverage.hit_among(reachable)
         table.caption = (f"{hit} of the {len(reachable)} cells the night's plans can reach hit "
                          f"({coverage.hit} of {coverage.total} in all)")  # fmt: skip
     return table
