@@ -44,18 +44,7 @@ import msgspec
 
 from harness import plan as plans
 from harness.coverage import NONE, TIMER, Cell, Coverage, cells_of_history, role_of
-from nemesis.generator import (
-    DEFAULT_PHASES,
-    EXTRA_KINDS,
-    GROUPINGS,
-    HEAL_OF,
-    MIX,
-    MIX_GROUPINGS,
-    MIX_TARGETS,
-    PHASES,
-    PRIMITIVES,
-    TARGETS,
-)
+from nemesis.generator import HEAL_OF, MIX_TARGETS, PHASES, aims
 from nemesis.targets import ROLE_TARGETS
 
 CANDIDATES = 8  # swarm configurations a steered seed chooses among
@@ -100,41 +89,39 @@ class Space:
         """What explore's swarm may draw for `base`; with `swarmed` False,
         what a plain run of `base` draws (`faultline run`, a nightly cell):
         then `mix` also mixes in clock faults where clocks move and a db's
-        maintenance kills where it asks, and phases and targets default as
-        the schedule's do."""
+        maintenance kills where it asks. Both read the schedule's own filling
+        in of a plan's options (`nemesis.generator.aims`); the swarm differs
+        only in drawing from every phase and target the plan leaves open."""
         from harness.dbs.registry import SYSTEMS  # the registry imports the runners
         from harness.runner import clocks_movable
 
         system = SYSTEMS.get(base.db)
-        roles = tuple(r for r in ROLE_TARGETS if system is None or r in system.roles)
-        mix = MIX in base.nemesis
-        mixed = set(PRIMITIVES) if mix else set()
-        if mix and not swarmed:
-            mixed |= {"clock"} if clocks_movable(base) else set()
-            mixed |= {"compact-kill"} if system is not None and system.maintenance_in_mix else set()
-        # Explore mixes clock faults in only where the base plan names them.
-        kinds = tuple(k for k in (*PRIMITIVES, *EXTRA_KINDS) if k in base.nemesis or k in mixed)
-        only = base.options.get("nemesis_kinds")
-        if only is not None and not swarmed:
-            kinds = tuple(k for k in kinds if k in only)
-        named_targets = base.options.get("nemesis_targets")
-        default_targets = MIX_TARGETS if mix or swarmed else TARGETS
-        targets = tuple(t for t in (named_targets or default_targets)
-                        if t not in ROLE_TARGETS or t in roles)  # fmt: skip
-        groupings = base.options.get("nemesis_groupings") or (
-            (MIX_GROUPINGS if roles else GROUPINGS) if mix else GROUPINGS
-        )
+        roles = system.roles if system is not None else ROLE_TARGETS
+        opts = base.options
+        maintenance = getattr(system and system.make_db, "maintenance", ())
+        if swarmed:
+            # The swarm writes each seed's kinds, phases and targets into its
+            # plan (`draw_swarm`), from every one the schedule knows unless the
+            # base plan names some; clock faults only where it names them.
+            drawn = aims(base.nemesis, phases=opts.get("nemesis_phases") or PHASES,
+                         targets=opts.get("nemesis_targets") or MIX_TARGETS,
+                         groupings=opts.get("nemesis_groupings"), roles=roles,
+                         maintenance=maintenance)  # fmt: skip
+        else:  # what a run of the plan itself draws
+            drawn = aims(base.nemesis, phases=opts.get("nemesis_phases"),
+                         targets=opts.get("nemesis_targets"),
+                         groupings=opts.get("nemesis_groupings"), only=opts.get("nemesis_kinds"),
+                         roles=roles, clocks=clocks_movable(base), maintenance=maintenance,
+                         mix_maintenance=bool(system and system.maintenance_in_mix))  # fmt: skip
         isolated = {"isolate-leader": ("group-leader",), "isolate-joining": ("joining",),
-                    "isolate": roles}  # fmt: skip
-        isolating = (r for g in groupings for r in isolated.get(g, (NONE,)))
-        partition_roles = tuple(dict.fromkeys(isolating))
-        mode = base.options.get("nemesis_mode", "both")
-        default_phases = PHASES if mix or swarmed else DEFAULT_PHASES
+                    "isolate": drawn.roles}  # fmt: skip
+        isolating = (r for g in drawn.groupings for r in isolated.get(g, (NONE,)))
+        mode = opts.get("nemesis_mode", "both")
         return cls(
-            kinds=kinds,
-            phases=tuple(base.options.get("nemesis_phases") or default_phases),
-            targets=targets,
-            partition_roles=partition_roles,
+            kinds=drawn.drawable,
+            phases=drawn.phases,
+            targets=drawn.targets,
+            partition_roles=tuple(dict.fromkeys(isolating)),
             timer=mode != "phase",
             phased=mode != "periodic",
         )

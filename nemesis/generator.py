@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from nemesis.targets import ROLE_TARGETS
@@ -119,6 +120,106 @@ STALE_NS = NS_PER_S // 2
 MIX_DURATION_S = (1.0, 4.0)
 MIN_CYCLE_S = 2.0  # mix: at most one fault per this many seconds of the run
 PENDING_OPEN_DELAY_S = (0.1, 1.0)
+
+
+@dataclass(frozen=True)
+class Aims:
+    """What a schedule draws from once a plan's options and the db's defaults
+    are filled in (`aims`): the one statement of it, which explore's `Space`
+    and nightly's reachable cells read too, so they cannot drift from it."""
+
+    kinds: tuple[str, ...]  # drawn evenly
+    clock_share: float  # `mix` alone mixes clock faults in at this share
+    maintenance_share: float  # ... and compact-kills at this one
+    roles: tuple[str, ...]  # the role targets the db has
+    targets: tuple[str, ...]  # what kills, pauses and clock faults aim at
+    groupings: tuple[str, ...]  # partition shapes, in the known order
+    phases: tuple[str, ...]  # the windows phase-triggered faults wait for
+
+    @property
+    def drawable(self) -> tuple[str, ...]:
+        """Every kind a fault can be, the mixed-in ones included."""
+        mixed = {"clock": self.clock_share, "compact-kill": self.maintenance_share}
+        return tuple(k for k in (*PRIMITIVES, *EXTRA_KINDS) if k in self.kinds or mixed.get(k))
+
+
+def aims(
+    kinds: Sequence[str],
+    *,
+    phases: Sequence[str] | None = None,
+    targets: Sequence[str] | None = None,
+    groupings: Sequence[str] | None = None,
+    only: Sequence[str] | None = None,
+    roles: Sequence[str] = ROLE_TARGETS,
+    clocks: bool = False,
+    maintenance: Sequence[str] = (),
+    mix_maintenance: bool = False,
+) -> Aims:
+    """What `NemesisSchedule` with these arguments draws from (see its
+    parameters); ValueError naming the first unknown kind, phase, target or
+    grouping, or a compact-kill on a db that cannot compact."""
+    bad = sorted(set(kinds) - set(FAULT_KINDS))
+    if bad:
+        raise ValueError(f"unknown nemesis {bad[0]!r}; known: {', '.join(FAULT_KINDS)}")
+    bad = sorted(set(phases or ()) - set(PHASES))
+    if bad:
+        raise ValueError(f"unknown nemesis phase {bad[0]!r}; known: {', '.join(PHASES)}")
+    if "compact-kill" in kinds and not maintenance:
+        raise ValueError("nemesis compact-kill needs a db that compacts; this one cannot")
+    mix = MIX in kinds
+    extra = [k for k in EXTRA_KINDS if k in kinds]
+    drawn = [*PRIMITIVES, *extra] if mix else [k for k in kinds if k != MIX]
+    # `mix` alone mixes clock faults in at a share of their own, so the
+    # other kinds keep their relative rates; naming `clock` draws it evenly.
+    mixed_clock = mix and clocks and "clock" not in extra
+    mixed_maintenance = (mix and mix_maintenance and bool(maintenance)
+                         and "compact-kill" not in extra)  # fmt: skip
+    if only is not None:  # swarm testing: this run's subset of the kinds
+        drawable = (*PRIMITIVES, *EXTRA_KINDS)
+        bad = sorted(set(only) - set(drawable))
+        if bad or not only:
+            what = repr(bad[0]) if bad else "(none given)"
+            raise ValueError(f"unknown fault kind {what}; known: {', '.join(drawable)}")
+        drawn = [k for k in drawn if k in only]
+        mixed_clock = mixed_clock and "clock" in only
+        mixed_maintenance = mixed_maintenance and "compact-kill" in only
+        if mixed_clock and not drawn:
+            drawn, mixed_clock = ["clock"], False
+        if mixed_maintenance and not drawn:
+            drawn, mixed_maintenance = ["compact-kill"], False
+    # The roles the db has (etcd: no placement driver, primaries or
+    # metastore group). With every role the draws are the ones they
+    # always were, so a seed's schedule on ember does not change.
+    have = tuple(r for r in ROLE_TARGETS if r in roles)
+    aimed: tuple[str, ...] = (*have, "random", "joining") if mix else TARGETS
+    if targets is not None:  # aim kills and pauses at these only
+        aimable = tuple(dict.fromkeys([*TARGETS, *MIX_TARGETS]))
+        bad = sorted(set(targets) - set(aimable))
+        if bad or not targets:
+            what = repr(bad[0]) if bad else "(none given)"
+            raise ValueError(f"unknown nemesis target {what}; known: {', '.join(aimable)}")
+        absent = set(ROLE_TARGETS) - set(have)
+        aimed = tuple(t for t in targets if t not in absent) or tuple(targets)
+    shapes: tuple[str, ...] = (MIX_GROUPINGS if have else GROUPINGS) if mix else GROUPINGS
+    if groupings is not None:  # partitions of these shapes only
+        allowed: tuple[str, ...] = (*GROUPINGS, "isolate") if have else GROUPINGS
+        bad = sorted(set(groupings) - set(allowed))
+        if bad or not groupings:
+            what = repr(bad[0]) if bad else "(none given)"
+            raise ValueError(f"unknown partition grouping {what}; known: {', '.join(allowed)}")
+        # In the known order, so a plan's draws do not depend on how it lists them.
+        shapes = tuple(g for g in allowed if g in groupings)
+    return Aims(
+        kinds=tuple(drawn),
+        clock_share=CLOCK_SHARE_IN_MIX if mixed_clock else 0.0,
+        maintenance_share=MAINTENANCE_SHARE_IN_MIX if mixed_maintenance else 0.0,
+        roles=have,
+        targets=aimed,
+        groupings=shapes,
+        # Named phases are taken as named, even the three a plan naming none
+        # waits for; `mix` naming none waits for every window.
+        phases=tuple(phases if phases is not None else PHASES if mix else DEFAULT_PHASES),
+    )
 
 
 def fit_targets(
@@ -171,82 +272,35 @@ class NemesisSchedule(Generator):
         maintenance: Sequence[str] = (),
         mix_maintenance: bool = False,
     ) -> None:
-        bad = sorted(set(kinds) - set(FAULT_KINDS))
-        if bad:
-            raise ValueError(f"unknown nemesis {bad[0]!r}; known: {', '.join(FAULT_KINDS)}")
         if mode not in MODES:
             raise ValueError(f"nemesis mode {mode!r} is not one of {', '.join(MODES)}")
-        bad = sorted(set(phases or ()) - set(PHASES))
-        if bad:
-            raise ValueError(f"unknown nemesis phase {bad[0]!r}; known: {', '.join(PHASES)}")
+        drawn = aims(kinds, phases=phases, targets=targets, groupings=groupings, only=only,
+                     roles=roles, clocks=clocks, maintenance=maintenance,
+                     mix_maintenance=mix_maintenance)  # fmt: skip
         # Three streams, so that what each fault is (kind, grouping, target,
         # seed, duration) is the same sequence in a replay even when timing
         # decides whether a phase or the timer started it.
         self.rng = random.Random(rng.getrandbits(64))
         self.timing = random.Random(rng.getrandbits(64))
         self.phase_rng = random.Random(rng.getrandbits(64))
-        if "compact-kill" in kinds and not maintenance:
-            raise ValueError("nemesis compact-kill needs a db that compacts; this one cannot")
         self.maintenance = tuple(maintenance)
         mix = MIX in kinds
-        extra = [k for k in EXTRA_KINDS if k in kinds]
-        self.kinds = [*PRIMITIVES, *extra] if mix else [k for k in kinds if k != MIX]
-        # `mix` alone mixes clock faults in at a share of their own, so the
-        # other kinds keep their relative rates; naming `clock` draws it evenly.
-        mixed_clock = mix and clocks and "clock" not in extra
-        mixed_maintenance = (mix and mix_maintenance and bool(maintenance)
-                             and "compact-kill" not in extra)  # fmt: skip
-        if only is not None:  # swarm testing: this run's subset of the kinds
-            drawable = (*PRIMITIVES, *EXTRA_KINDS)
-            bad = sorted(set(only) - set(drawable))
-            if bad or not only:
-                what = repr(bad[0]) if bad else "(none given)"
-                raise ValueError(f"unknown fault kind {what}; known: {', '.join(drawable)}")
-            self.kinds = [k for k in self.kinds if k in only]
-            mixed_clock = mixed_clock and "clock" in only
-            mixed_maintenance = mixed_maintenance and "compact-kill" in only
-            if mixed_clock and not self.kinds:
-                self.kinds, mixed_clock = ["clock"], False
-            if mixed_maintenance and not self.kinds:
-                self.kinds, mixed_maintenance = ["compact-kill"], False
-        self.clock_share = CLOCK_SHARE_IN_MIX if mixed_clock else 0.0
-        self.maintenance_share = MAINTENANCE_SHARE_IN_MIX if mixed_maintenance else 0.0
+        self.kinds = list(drawn.kinds)
+        self.clock_share = drawn.clock_share
+        self.maintenance_share = drawn.maintenance_share
         # Shrinking: the numbers (1, 2, ...) of the faults to apply; the others
         # are drawn all the same and skipped, so each kept fault is the one
         # the full schedule had (same kind, target, seed, duration).
         self.keep = frozenset(keep) if keep is not None else None
         self.skipped = 0
         self.mode = mode
-        # The roles the db has (etcd: no placement driver, primaries or
-        # metastore group). With every role the draws are the ones they
-        # always were, so a seed's schedule on ember does not change.
-        self.roles = tuple(r for r in ROLE_TARGETS if r in roles)
-        mix_groupings = MIX_GROUPINGS if self.roles else GROUPINGS
-        self.groupings: tuple[str, ...] = mix_groupings if mix else GROUPINGS
-        mix_targets = (*self.roles, "random", "joining")
-        self.targets: tuple[str, ...] = mix_targets if mix else TARGETS
-        if targets is not None:  # aim kills and pauses at these only
-            known = list(dict.fromkeys([*TARGETS, *MIX_TARGETS]))
-            bad = sorted(set(targets) - set(known))
-            if bad or not targets:
-                what = repr(bad[0]) if bad else "(none given)"
-                raise ValueError(f"unknown nemesis target {what}; known: {', '.join(known)}")
-            absent = set(ROLE_TARGETS) - set(self.roles)
-            self.targets = tuple(t for t in targets if t not in absent) or tuple(targets)
-        if groupings is not None:  # partitions of these shapes only
-            shapes: tuple[str, ...] = (*GROUPINGS, "isolate") if self.roles else GROUPINGS
-            bad = sorted(set(groupings) - set(shapes))
-            if bad or not groupings:
-                what = repr(bad[0]) if bad else "(none given)"
-                raise ValueError(f"unknown partition grouping {what}; known: {', '.join(shapes)}")
-            # In the known order, so a plan's draws do not depend on how it lists them.
-            self.groupings = tuple(g for g in shapes if g in groupings)
+        self.roles = drawn.roles
+        self.groupings = drawn.groupings
+        self.targets = drawn.targets
         self.gap_ns = int(gap_s * NS_PER_S)
         self.duration_s = duration_s or (MIX_DURATION_S if mix else (2.0, 6.0))
         self.end_ns = int(end_s * NS_PER_S)
-        # Named phases are taken as named, even the three a plan naming none
-        # waits for; `mix` naming none waits for every window.
-        self.phases = list(phases if phases is not None else PHASES if mix else DEFAULT_PHASES)
+        self.phases = list(drawn.phases)
         if max_faults is None and mix:
             max_faults = max(1, int(end_s / MIN_CYCLE_S))
         self.max_faults = max_faults

@@ -120,3 +120,46 @@ def test_a_plain_run_s_space_is_what_its_schedule_draws() -> None:
     assert set(kill.cells()) <= set(universe())
     narrowed = _base(nemesis=("mix",), nemesis_kinds=["pause"])
     assert Space.of(narrowed, swarmed=False).kinds == ("pause",)
+
+
+_NEMESES = [("mix",), ("mix", "clock"), ("partition",), ("kill", "pause"), ("clock",)]
+_OPTIONS: list[dict[str, object]] = [
+    {},
+    {"nemesis_phases": ["joint", "pending"]},
+    {"nemesis_targets": ["primary", "random"]},
+    {"nemesis_kinds": ["pause"]},
+    {"nemesis_groupings": ["ring", "isolate"]},
+]
+_PLAN_GRID = [
+    (db, backend, nemesis, options)
+    for db, backend in [("ember", "sim"), ("ember", "docker"), ("etcd", "docker")]
+    for nemesis in _NEMESES
+    for options in _OPTIONS
+]
+
+
+@pytest.mark.parametrize(("db", "backend", "nemesis", "options"), _PLAN_GRID)
+def test_a_plain_run_s_space_is_the_schedule_the_runner_builds(
+    db: str, backend: str, nemesis: tuple[str, ...], options: dict[str, object]
+) -> None:
+    """Space reads the schedule's own resolution of a plan (nemesis.generator.aims):
+    its kinds, phases and targets are the built schedule's, so nightly's
+    denominator cannot drift from what runs draw."""
+    from harness.dbs.registry import SYSTEMS
+    from harness.runner import clocks_movable
+
+    plan = msgspec.structs.replace(_base(nemesis=nemesis, **options), db=db, backend=backend)
+    system = SYSTEMS[db]
+    gen = NemesisSchedule(
+        random.Random(1), list(plan.nemesis), phases=plan.options.get("nemesis_phases"),
+        only=plan.options.get("nemesis_kinds"), targets=plan.options.get("nemesis_targets"),
+        groupings=plan.options.get("nemesis_groupings"), roles=system.roles,
+        clocks=clocks_movable(plan), maintenance=getattr(system.make_db, "maintenance", ()),
+        mix_maintenance=system.maintenance_in_mix,
+    )  # fmt: skip
+    mixed = {"clock"} if gen.clock_share else set()
+    mixed |= {"compact-kill"} if gen.maintenance_share else set()
+    space = Space.of(plan, swarmed=False)
+    assert set(space.kinds) == set(gen.kinds) | mixed
+    assert list(space.phases) == gen.phases
+    assert space.targets == gen.targets
