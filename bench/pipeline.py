@@ -20,8 +20,12 @@ the columns engine, whole-file msgspec decoding; side by side in one
 session, each into a lake of its own, the first paying the session's
 warm-up), and `analyze` (lake -> tables + nightly.html), reported as history
 events per second with the 1-minute load average at the end of each stage
-(the machine may be shared). `--precheck` also times the distributed
-pre-check over one history of about N events.
+(the machine may be shared). With the rows engine timed too, every other
+engine's line gives its speed as a multiple of the rows engine's: the old
+path issue 19's 10x target is a multiple of, and this machine's speed varies
+too much from day to day (up to 5x, pipeline/README.md) for any other
+comparison. `--precheck` also times the distributed pre-check over one
+history of about N events.
 
 For comparison, the pandas route a single process would take (load every
 history into one DataFrame, then the latency-by-phase quantiles) runs in a
@@ -272,10 +276,14 @@ def _format(row: dict[str, Any]) -> str:
         for k in row
         if k.startswith(("ingest_", "analyze")) and k.endswith("_s")
     ]
+    old_path = row.get("ingest_rows_s")  # the rows engine: the path issue 19's 10x is measured on
     for stage in stages:
         took, load = row[f"{stage}_s"], row[f"{stage}_load"]
+        ratio = ""
+        if old_path and stage.startswith("ingest_") and stage != "ingest_rows":
+            ratio = f"  {old_path / took:.1f}x the rows engine"
         lines.append(
-            f"  {stage:<13}: {took:7.1f} s  {n / took:>10,.0f} events/s  (load {load:.1f})"
+            f"  {stage:<14}: {took:7.1f} s  {n / took:>10,.0f} events/s  (load {load:.1f}){ratio}"
         )
     if "precheck_s" in row:
         m = row["precheck_events"]
