@@ -139,7 +139,13 @@ def _raft_config(s: dict[str, Any]) -> RaftConfig:
 
 def build_config(args: argparse.Namespace) -> NodeConfig:
     """The node configuration, or ConfigError naming what is wrong."""
-    s = _merged(args)
+    return config_from_settings(_merged(args))
+
+
+def config_from_settings(s: dict[str, Any]) -> NodeConfig:
+    """The node configuration from merged settings (TOML keys), or ConfigError
+    naming what is wrong; the harness checks a plan's settings with it before
+    any node starts (harness/honoured.py)."""
     for required in ("id", "peers", "data_dir"):
         if not s.get(required):
             raise ConfigError(f"--{required.replace('_', '-')} is required")
@@ -172,10 +178,19 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
     for key in _INT_KEYS:
         if key in s and (not isinstance(s[key], int) or isinstance(s[key], bool)):
             raise ConfigError(f"{key} must be an integer")
+    for key in ("unsafe_no_fsync", "no_pre_vote"):
+        if key in s and not isinstance(s[key], bool):
+            raise ConfigError(f"{key} must be true or false")
+    compact_every = s.get("compact_every", 10_000)
+    if compact_every < 0:
+        raise ConfigError(f"compact_every must be 0 (never compact) or more, got {compact_every}")
     partitions = s.get("partitions", DEFAULT_PARTITIONS)
     if not 1 <= partitions <= 1024:
         raise ConfigError("--partitions must be in 1..1024")
-    tick_ms = float(s.get("tick_ms", 50.0))
+    tick_ms = s.get("tick_ms", 50.0)
+    if not isinstance(tick_ms, int | float) or isinstance(tick_ms, bool):
+        raise ConfigError("tick_ms must be a number (milliseconds)")
+    tick_ms = float(tick_ms)
     if not 1 <= tick_ms <= 10_000:
         raise ConfigError("--tick-ms must be in 1..10000")
     failpoints = _failpoints(s.get("failpoints"))
@@ -193,7 +208,7 @@ def build_config(args: argparse.Namespace) -> NodeConfig:
         partitions=partitions,
         seed=s.get("seed", 0),
         tick_ms=tick_ms,
-        compact_every=max(0, s.get("compact_every", 10_000)),
+        compact_every=compact_every,
         fsync=not s.get("unsafe_no_fsync", False),
         raft=_raft_config(s),
         failpoints=failpoints,

@@ -3,17 +3,18 @@
 Theory of operation. Every `faultline run` flag and every nightly matrix key
 ends up in a plan field or option. `refusal(plan)` names, in one line, the
 first thing the plan's backend or db would not honour (a failpoint etcd
-does not have, a setting no node reads, a phase the plan's workloads never
-reach, a hosts file Docker would not use), so `harness.plan.validate`
-refuses the plan before anything starts and `faultline run` exits 2. What
-it lets through, the backends and dbs do; tests/runner/test_flags_honoured.py
-walks every flag x backend x db and holds each to one or the other.
+does not have, a setting no node reads or a value it would refuse, a phase
+the plan's workloads never reach, a hosts file Docker would not use), so
+`harness.plan.validate` refuses the plan before anything starts and
+`faultline run` exits 2. What it lets through, the backends and dbs do;
+tests/runner/test_flags_honoured.py walks every flag x backend x db and holds
+each to one or the other.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from harness.plan import Plan
@@ -123,13 +124,38 @@ def _settings(plan: Plan) -> str | None:
                 return f"--db-setting {key}: set by the harness for every node"
             if key.replace("-", "_") not in known:
                 return f"--db-setting {key}: not an ember setting ({_few(known)})"
-    elif plan.db == "etcd":
+        return _ember_values({k.replace("-", "_"): plan.db_settings[k] for k in settings})
+    if plan.db == "etcd":
         for key in settings:
             flag = key.replace("_", "-").lower()
             if flag in ETCD_OWNED:
                 return f"--db-setting {key}: set by the harness for every etcd member"
             if flag not in ETCD_FLAGS and flag != "bootstrap":
                 return f"--db-setting {key}: not an etcd 3.4 flag (etcd would ignore it)"
+    return None
+
+
+def _ember_values(given: dict[str, Any]) -> str | None:
+    """The settings' values as ember-node itself checks them, on a scratch
+    one-node config (ids, addresses and the data dir are the harness's own), so
+    a bad value stops the run before any node starts; and the zone's partitions
+    against the nodes' (the control plane would refuse the zone)."""
+    from ember.runtime import ConfigError
+    from ember.server import config_from_settings
+    from harness.db import FREE_PARTITIONS, ZONE_PARTITIONS
+
+    node = {k: v for k, v in given.items() if k not in EMBER_HARNESS or k == "partitions"}
+    try:
+        config_from_settings({"id": "n1", "peers": "n1=127.0.0.1:1:2", "data_dir": "-", **node})
+    except ConfigError as err:
+        return f"--db-setting: {err} (ember-node's own check)"
+    zone = given.get("zone_partitions")
+    if zone is None:
+        return None
+    parts = given.get("partitions", ZONE_PARTITIONS + FREE_PARTITIONS)
+    if isinstance(zone, bool) or not isinstance(zone, int) or not 1 <= zone <= parts:
+        return (f"--db-setting zone_partitions: must be an integer in 1..{parts} (the zone's "
+                f"partitions are some of the nodes' {parts}), got {zone!r}")  # fmt: skip
     return None
 
 

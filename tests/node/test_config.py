@@ -51,12 +51,36 @@ def test_toml_config_with_flag_override(tmp_path: Path) -> None:
         (["--id", "n1", "--peers", PEERS, "--data-dir", "d", "--planted-bugs", "x"], "planted"),
         (["--id", "n1", "--peers", PEERS, "--data-dir", "d", "--listen", "nope"], "host:port"),
         (["--id", "n1", "--peers", PEERS, "--data-dir", "d", "--partitions", "0"], "partitions"),
+        (
+            ["--id", "n1", "--peers", PEERS, "--data-dir", "d", "--compact-every", "-3"],
+            "compact_every must be 0 \\(never compact\\) or more, got -3",
+        ),
     ],
 )
 def test_bad_configuration_names_the_problem(argv: list[str], fragment: str) -> None:
     """Each invalid setting raises ConfigError whose message names it."""
     with pytest.raises(ConfigError, match=fragment):
         build_config(_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize(
+    ("toml", "fragment"),
+    [
+        ('no_pre_vote = "maybe"', "no_pre_vote must be true or false"),
+        ("unsafe_no_fsync = 1", "unsafe_no_fsync must be true or false"),
+        ('tick_ms = "fast"', "tick_ms must be a number"),
+        ("compact_every = -1", "compact_every must be 0"),
+    ],
+)
+def test_a_toml_value_of_the_wrong_kind_is_refused(
+    tmp_path: Path, toml: str, fragment: str
+) -> None:
+    """A TOML file can hold any kind of value: a switch that is not a boolean, or a
+    compaction interval below 0, is refused, not read as true or as 'never'."""
+    path = tmp_path / "node.toml"
+    path.write_text(f'id = "n1"\npeers = "{PEERS}"\ndata_dir = "d"\n{toml}\n')
+    with pytest.raises(ConfigError, match=fragment):
+        build_config(_parser().parse_args(["--config", str(path)]))
 
 
 def test_cli_bad_input_is_one_line_exit_2(tmp_path: Path) -> None:
