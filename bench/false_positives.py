@@ -77,14 +77,15 @@ def _word(valid: Any) -> str:
     return "valid" if valid is True else "invalid" if valid is False else "unknown"
 
 
-def report(runs: list[dict[str, Any]], backend: str = "sim") -> int:
-    """Prints the per-checker table and the non-valid verdicts; 1 if any."""
+def report(runs: list[dict[str, Any]], plan: str) -> int:
+    """Prints the per-checker table and the non-valid verdicts; 1 if any.
+    `plan` says what ran: the table's first line repeats it."""
     table: dict[str, Counter[str]] = {}
     for r in runs:
         for name, res in r["checkers"].items():
             table.setdefault(name, Counter())[_word(res["valid"])] += 1
     errors = [r for r in runs if "error" in r]
-    print(f"{len(runs)} seeds, default plan, --backend {backend}"
+    print(f"{len(runs)} seeds, {plan}"
           + (f"; {len(errors)} runs left no verdict" if errors else ""))  # fmt: skip
     print(f"{'checker':<14} {'invalid':>8} {'unknown':>8} {'valid':>8}")
     for name in sorted(table):
@@ -120,7 +121,8 @@ def main() -> int:
     p.add_argument("extra", nargs="*", help="more `faultline run` flags (after --)")
     args = p.parse_args()
     if args.results is not None:
-        return report([_stored(path) for path in sorted(args.results.glob("*/*/results.json"))])
+        stored = sorted(args.results.glob("*/*/results.json"))
+        return report([_stored(path) for path in stored], f"the stored runs under {args.results}")
     seeds = _seeds(args.seeds)
     runs = []
     with ThreadPoolExecutor(args.workers) as pool:
@@ -132,7 +134,8 @@ def main() -> int:
             print(f"[{done}/{len(seeds)}] seed {r['seed']}: "
                   + (", ".join(bad) + " not valid" if bad else r.get("error", "valid")),
                   file=sys.stderr, flush=True)  # fmt: skip
-    return report(runs, args.backend)
+    extra = f" with {' '.join(args.extra)}" if args.extra else ""
+    return report(runs, f"the default plan{extra}, --backend {args.backend}")
 
 
 if __name__ == "__main__":
