@@ -58,7 +58,8 @@ RULES: tuple[Rule, ...] = (
     Rule("R3", "log matching", {"sim": _k("log-matching")},
          "simulator only: audit events carry no entry terms outside configurations"),
     Rule("R4", "state-machine safety",
-         {"raft": _k("conflicting-committed-config"), "convergence": _k("digest-mismatch"),
+         {"raft": _k("conflicting-committed-config"),
+          "convergence": _k("digest-mismatch", "state-mismatch"),
           "sim": _k("state-machine-safety", "leader-completeness", "commit-current-term")},
          "events show committed configurations and applied digests; entries, commits of "
          "ordinary entries and leaders' logs only the simulator sees"),
