@@ -144,6 +144,16 @@ class _Tally:
     def reached(self) -> str:
         return f"{self.coverage.hit_among(self.reachable)}/{len(self.reachable)}"
 
+    def never_hit(self, most: int = 12) -> str | None:
+        """The reachable cells no run has hit yet, as one line (the first `most`),
+        or None: where the next hunt should aim (--nemesis-phases, a target)."""
+        unhit = [c for c in self.reachable if not self.coverage.hits.get(c, 0)]
+        if not unhit:
+            return None
+        shown = ", ".join("/".join(c) for c in unhit[:most])
+        more = f" and {len(unhit) - most} more" if len(unhit) > most else ""
+        return f"explore: never hit (kind/phase/role): {shown}{more}"
+
     def add(self, s: RunSummary) -> None:
         self.runs += 1
         self.sim_s += s.sim_s
@@ -253,6 +263,9 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         f"{cov_path})",
         flush=True,
     )
+    unhit = tally.never_hit()
+    if unhit is not None:
+        print(unhit, flush=True)
     if any(s.valid is False for s in found):
         return 1
     return 2 if found else 0

@@ -163,3 +163,22 @@ def test_a_plain_run_s_space_is_the_schedule_the_runner_builds(
     assert set(space.kinds) == set(gen.kinds) | mixed
     assert list(space.phases) == gen.phases
     assert space.targets == gen.targets
+
+
+def test_the_summary_names_the_reachable_cells_never_hit() -> None:
+    """explore's last line names what its plan could reach but no run hit, the
+    first few in the table's order, and says nothing once every one is hit."""
+    from harness.commands_explore import _Tally
+    from harness.coverage import Coverage
+
+    reachable = Space.of(plans.Plan(nemesis=("partition",), backend="sim")).cells()
+    assert len(reachable) > 3
+    coverage = Coverage(dict.fromkeys(reachable[2:], 1))
+    line = _Tally(coverage, reachable).never_hit()
+    assert line == "explore: never hit (kind/phase/role): " + ", ".join(
+        "/".join(c) for c in reachable[:2]
+    )
+    assert (
+        _Tally(Coverage(), reachable).never_hit(most=3).endswith(f" and {len(reachable) - 3} more")
+    )
+    assert _Tally(Coverage(dict.fromkeys(reachable, 1)), reachable).never_hit() is None
