@@ -124,7 +124,9 @@ def _settings(plan: Plan) -> str | None:
                 return f"--db-setting {key}: set by the harness for every node"
             if key.replace("-", "_") not in known:
                 return f"--db-setting {key}: not an ember setting ({_few(known)})"
-        return _ember_values({k.replace("-", "_"): plan.db_settings[k] for k in settings})
+        return _ember_values(
+            {k.replace("-", "_"): plan.db_settings[k] for k in settings}, plan.workload
+        )
     if plan.db == "etcd":
         for key in settings:
             flag = key.replace("_", "-").lower()
@@ -135,14 +137,15 @@ def _settings(plan: Plan) -> str | None:
     return None
 
 
-def _ember_values(given: dict[str, Any]) -> str | None:
+def _ember_values(given: dict[str, Any], workloads: Iterable[str]) -> str | None:
     """The settings' values as ember-node itself checks them, on a scratch
     one-node config (ids, addresses and the data dir are the harness's own), so
-    a bad value stops the run before any node starts; and the zone's partitions
-    against the nodes' (the control plane would refuse the zone)."""
+    a bad value stops the run before any node starts; and the zone the EmberDB
+    would ask for against the partitions it would give the nodes (the control
+    plane would refuse a larger zone)."""
     from ember.runtime import ConfigError
     from ember.server import config_from_settings
-    from harness.db import FREE_PARTITIONS, ZONE_PARTITIONS
+    from harness.db import EmberDB
 
     node = {k: v for k, v in given.items() if k not in EMBER_HARNESS or k == "partitions"}
     try:
@@ -150,12 +153,14 @@ def _ember_values(given: dict[str, Any]) -> str | None:
     except ConfigError as err:
         return f"--db-setting: {err} (ember-node's own check)"
     zone = given.get("zone_partitions")
-    if zone is None:
-        return None
-    parts = given.get("partitions", ZONE_PARTITIONS + FREE_PARTITIONS)
-    if isinstance(zone, bool) or not isinstance(zone, int) or not 1 <= zone <= parts:
-        return (f"--db-setting zone_partitions: must be an integer in 1..{parts} (the zone's "
-                f"partitions are some of the nodes' {parts}), got {zone!r}")  # fmt: skip
+    if zone is not None and (isinstance(zone, bool) or not isinstance(zone, int)):
+        return f"--db-setting zone_partitions: must be an integer, got {zone!r}"
+    db = EmberDB([], given, seed=0)  # no node is touched: only its choices are read
+    db.configure(list(workloads))
+    request = db.zone_request(list(workloads))
+    if request is not None and not 1 <= request["partitions"] <= db.partitions:
+        return (f"--db-setting zone_partitions: must be in 1..{db.partitions} (the zone's "
+                f"partitions are some of the nodes' {db.partitions}), got {zone}")  # fmt: skip
     return None
 
 
