@@ -147,7 +147,7 @@ class _Tally:
     def never_hit(self, most: int = 12) -> str | None:
         """The reachable cells no run has hit yet, as one line (the first `most`),
         or None: where the next hunt should aim (--nemesis-phases, a target)."""
-        unhit = [c for c in self.reachable if not self.coverage.hits.get(c, 0)]
+        unhit = self.coverage.unhit_among(self.reachable)
         if not unhit:
             return None
         shown = ", ".join("/".join(c) for c in unhit[:most])

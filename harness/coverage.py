@@ -123,7 +123,12 @@ class Coverage:
 
     def hit_among(self, cells: Iterable[Cell]) -> int:
         """How many of `cells` have been hit (cells a plan can reach, say)."""
-        return sum(1 for c in cells if self.hits.get(c, 0))
+        cells = list(cells)
+        return len(cells) - len(self.unhit_among(cells))
+
+    def unhit_among(self, cells: Iterable[Cell]) -> list[Cell]:
+        """`cells` no run has hit yet, in their order."""
+        return [c for c in cells if not self.hits.get(c, 0)]
 
     def missing(self) -> Iterator[Cell]:
         return (c for c, n in self.hits.items() if n == 0)
