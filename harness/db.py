@@ -121,19 +121,57 @@ class DB(Protocol):
         ...
 
 
-def http_json(
-    url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
-) -> dict[str, Any] | None:
-    """A JSON request; None when the node does not answer or answers an error."""
+class Answer(msgspec.Struct, frozen=True):
+    """One JSON request's outcome: the answer's object, or why there is none
+    (a refusal with the node's own words, a timeout, a closed port)."""
+
+    doc: dict[str, Any] | None
+    problem: str = ""
+
+
+def refusal(status: int, text: bytes) -> str:
+    """An error answer in words: ember's `{"error", "message"}`, else its text."""
+    try:
+        doc = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        doc = None
+    if isinstance(doc, dict) and doc.get("message"):
+        return f"refused ({status} {doc.get('error', '')}): {doc['message']}"
+    body = text.decode("utf-8", "replace").strip()[:200]
+    return f"refused ({status}){': ' + body if body else ''}"
+
+
+def http_answer(url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0) -> Answer:
+    """A JSON request, keeping the reason when there is no answer to use."""
     data = msgspec.json.encode(body) if body is not None else None
     req = urllib.request.Request(url, data=data, method=method)
     req.add_header("Content-Type", "application/json")
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             doc = msgspec.json.decode(resp.read())
-    except (OSError, urllib.error.URLError, msgspec.DecodeError):
-        return None
-    return doc if isinstance(doc, dict) else None
+    except urllib.error.HTTPError as err:
+        with err:
+            return Answer(None, refusal(err.code, err.read()))
+    except TimeoutError:
+        return Answer(None, f"no answer within {timeout_s:g} s")
+    except urllib.error.URLError as err:
+        if isinstance(err.reason, TimeoutError):
+            return Answer(None, f"no answer within {timeout_s:g} s")
+        return Answer(None, f"unreachable ({err.reason})")
+    except OSError as err:
+        return Answer(None, f"unreachable ({err})")
+    except msgspec.DecodeError:
+        return Answer(None, "answered with something that is not JSON")
+    if not isinstance(doc, dict):
+        return Answer(None, "answered with JSON that is not an object")
+    return Answer(doc)
+
+
+def http_json(
+    url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
+) -> dict[str, Any] | None:
+    """A JSON request; None when the node does not answer or answers an error."""
+    return http_answer(url, method, body, timeout_s).doc
 
 
 class ProcessDB:
@@ -190,7 +228,12 @@ CONTROL_PLANE_WORKLOADS = frozenset({"rebalance", "cancel-race", "metastore"})
 ZONE_PARTITIONS = 4
 FREE_PARTITIONS = 2
 SETTLE_POLL_S = 1.0
-ZONE_REFUSED = "could not create the zone: no node accepted POST /admin/zones/default"
+
+
+def zone_refused(problems: Mapping[str, str]) -> str:
+    """Why no node created the zone, node by node."""
+    each = "; ".join(f"{name} {why}" for name, why in problems.items())
+    return f"could not create the zone: no node accepted POST /admin/zones/default ({each})"
 
 
 class EmberDB(ProcessDB):
@@ -255,12 +298,14 @@ class EmberDB(ProcessDB):
         body = self.zone_request(workloads)
         if body is None:
             return
-        for url in self.urls().values():
-            got = http_json(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
-            if got is not None and isinstance(got.get("zone"), dict):
+        problems = {}
+        for name, url in self.urls().items():
+            got = http_answer(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
+            if got.doc is not None and isinstance(got.doc.get("zone"), dict):
                 self.zone_partitions = int(body["partitions"])
                 return
-        raise DBError(ZONE_REFUSED)
+            problems[name] = got.problem or "answered without the zone"
+        raise DBError(zone_refused(problems))
 
     def free_groups(self) -> list[str]:
         """The groups no zone can cover: the ones change-peers may move."""
@@ -436,16 +481,15 @@ class EmberDB(ProcessDB):
         url = f"{self.urls()[name]}/admin/failpoints/{failpoint}"
         heal = {name: [failpoint_off_command(failpoint, self.config_path)]}
         if params is None:
-            got = http_json(url, "DELETE", timeout_s=FAILPOINT_WAIT_S)
+            got = http_answer(url, "DELETE", timeout_s=FAILPOINT_WAIT_S)
         else:
             # Journaled first, with the heal a later `faultline clean` runs on the node.
             journal.note_fault("failpoint", heal, {name: [f"POST {url} {dict(params)}"]})
-            got = http_json(url, "POST", dict(params), timeout_s=FAILPOINT_WAIT_S)
-        if got is None:
+            got = http_answer(url, "POST", dict(params), timeout_s=FAILPOINT_WAIT_S)
+        if got.doc is None:
             # No answer in time is not a refusal: the node may have done it.
             raise DBError(f"{name} did not confirm failpoint {failpoint} "
-                          f"{'off' if params is None else 'on'} (no answer within "
-                          f"{FAILPOINT_WAIT_S:g} s, or an error, from {url})")  # fmt: skip
+                          f"{'off' if params is None else 'on'}: {url} {got.problem}")  # fmt: skip
         if params is None:
             journal.note_healed("failpoint", heal)
         self.remember_failpoint(name, failpoint, params)

@@ -158,9 +158,10 @@ def _ember_values(given: dict[str, Any], workloads: Iterable[str]) -> str | None
     db = EmberDB([], given, seed=0)  # no node is touched: only its choices are read
     db.configure(list(workloads))
     request = db.zone_request(list(workloads))
-    if request is not None and not 1 <= request["partitions"] <= db.partitions:
+    asked = None if request is None else request["partitions"]
+    if asked is not None and not 1 <= asked <= db.partitions:
         return (f"--db-setting zone_partitions: must be in 1..{db.partitions} (the zone's "
-                f"partitions are some of the nodes' {db.partitions}), got {zone}")  # fmt: skip
+                f"partitions are some of the nodes' {db.partitions}), got {asked}")  # fmt: skip
     return None
 
 

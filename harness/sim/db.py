@@ -30,11 +30,13 @@ from harness.backends.base import NodeHandle
 from harness.db import (
     ADMIN_CALL_S,
     REPORT_APPLIED,
-    ZONE_REFUSED,
+    Answer,
     DBError,
     EmberDB,
     in_flight,
     not_healthy,
+    refusal,
+    zone_refused,
 )
 from harness.store import RunDir
 from nemesis.fault import Fault
@@ -161,19 +163,31 @@ class SimEmberDB(EmberDB):
             await self._session.close()
             self._session = None
 
-    async def http_json(
+    async def http_answer(
         self, url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
-    ) -> dict[str, Any] | None:
-        """`harness.db.http_json` over the simulated network."""
+    ) -> Answer:
+        """`harness.db.http_answer` over the simulated network."""
         try:
             timeout = aiohttp.ClientTimeout(total=timeout_s)
             async with self._http().request(method, url, json=body, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    return None
+                    return Answer(None, refusal(resp.status, await resp.read()))
                 doc = await resp.json(content_type=None)
-        except (aiohttp.ClientError, TimeoutError, OSError, ValueError):
-            return None
-        return doc if isinstance(doc, dict) else None
+        except TimeoutError:
+            return Answer(None, f"no answer within {timeout_s:g} s")
+        except (aiohttp.ClientError, OSError) as err:
+            return Answer(None, f"unreachable ({err})")
+        except ValueError:
+            return Answer(None, "answered with something that is not JSON")
+        if not isinstance(doc, dict):
+            return Answer(None, "answered with JSON that is not an object")
+        return Answer(doc)
+
+    async def http_json(
+        self, url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
+    ) -> dict[str, Any] | None:
+        """`harness.db.http_json` over the simulated network."""
+        return (await self.http_answer(url, method, body, timeout_s)).doc
 
     async def wait_healthy_async(self, names: Sequence[str], timeout_s: float) -> None:
         """`EmberDB.wait_healthy`: every node answers, every group led, no rebalance moving."""
@@ -227,12 +241,14 @@ class SimEmberDB(EmberDB):
         body = self.zone_request(workloads)
         if body is None:
             return
-        for url in self.urls().values():
-            got = await self.http_json(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
-            if got is not None and isinstance(got.get("zone"), dict):
+        problems = {}
+        for name, url in self.urls().items():
+            got = await self.http_answer(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
+            if got.doc is not None and isinstance(got.doc.get("zone"), dict):
                 self.zone_partitions = int(body["partitions"])
                 return
-        raise DBError(ZONE_REFUSED)
+            problems[name] = got.problem or "answered without the zone"
+        raise DBError(zone_refused(problems))
 
     def collect(self, control: Any, names: Sequence[str], run: RunDir) -> list[str]:
         """Copy each node's ember.log and events.jsonl into the run."""
