@@ -14,11 +14,12 @@ system (etcd) implements the same protocol.
 from __future__ import annotations
 
 import random
+import re
 import shlex
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 import msgspec
@@ -42,6 +43,17 @@ REPORT_APPLIED = "/admin/report-applied"  # ember: each group's end state into t
 # One admin call to one node (the end-state report, an assignments read):
 # as long as a failpoint switch, for the same busy node.
 ADMIN_CALL_S = 5.0
+# While nodes do not answer, how often a wait for health asks whether their
+# process is still there: one that exited will not answer however long we wait.
+EXIT_CHECK_S = 2.0
+LOG_TAIL_LINES = 3
+# Where a run keeps each node's log, whatever the db (DESIGN.md's store layout).
+NODE_LOGS = "the run's nodes/<node>/ember.log"
+# A log line's leading date and time (ember's and etcd's formats), which differ per node.
+_LOG_STAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T][0-9:.,]+Z?\s+")
+# `gone(nodes not answering)`: why waiting on is pointless (a process that
+# exited), or None to wait on.
+Gone = Callable[[Sequence[str]], str | None]
 
 
 def empty_dir(path: str) -> str:
@@ -84,8 +96,11 @@ class DB(Protocol):
         """SIGCONT."""
         ...
 
-    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
-        """Return once every node answers and every group has a leader; else DBError."""
+    def wait_healthy(
+        self, names: Sequence[str], timeout_s: float, gone: Gone | None = None
+    ) -> None:
+        """Return once every node answers and every group has a leader; else
+        DBError, at once when `gone` gives a reason for the nodes not answering."""
         ...
 
     def status(self, name: str) -> dict[str, Any] | None:
@@ -174,12 +189,54 @@ def http_json(
     return http_answer(url, method, body, timeout_s).doc
 
 
+class ExitWatch:
+    """Asks `gone` about the nodes not answering, at most every EXIT_CHECK_S,
+    and ends the wait with its reason (see `Gone`)."""
+
+    def __init__(self, gone: Gone | None) -> None:
+        self.gone = gone
+        self.asked = time.monotonic()
+
+    def check(self, down: Sequence[str]) -> None:
+        """DBError when `gone` says why `down` will not answer."""
+        if self.gone is None or not down or time.monotonic() - self.asked < EXIT_CHECK_S:
+            return
+        why = self.gone(down)
+        self.asked = time.monotonic()
+        if why:
+            raise DBError(why)
+
+
 class ProcessDB:
     """The process half of the DB protocol for a system run as one daemon per
     node under a pidfile: every fault goes through `nemesis.process` with the
     subclass's `spec`, so the history records the exact commands."""
 
+    name: str
     spec: ProcessSpec
+
+    def exited(self, control: Control, names: Sequence[str]) -> str | None:
+        """Which of `names` have no live process, with the last line of each
+        one's log, nodes whose logs end alike together (a `Gone`); None when it
+        runs on all, or when that cannot be told (a node's shell unreachable:
+        waiting on may still help)."""
+        try:
+            pids = process.find_pids(control, names, self.spec)
+            gone = [n for n in names if not pids.get(n)]
+            tail = f"tail -n {LOG_TAIL_LINES} {shlex.quote(self.spec.log_path)} 2>/dev/null"
+            logs = control.run_many(dict.fromkeys(gone, tail), check=False) if gone else {}
+        except (ControlError, RuntimeError):
+            return None
+        if not gone:
+            return None
+        ends: dict[str, list[str]] = {}
+        for name in gone:
+            lines = [ln.strip() for ln in logs[name].stdout.splitlines() if ln.strip()]
+            last = _LOG_STAMP.sub("", lines[-1])[:400] if lines else ""
+            ends.setdefault(last, []).append(name)
+        each = [f"{', '.join(nodes)} ({'log ends: ' + last if last else 'empty log'})"
+                for last, nodes in ends.items()]  # fmt: skip
+        return f"{self.name} is not running on {'; '.join(each)}"
 
     def fetch_files(
         self, control: Control, names: Sequence[str], run: RunDir, files: Sequence[tuple[str, str]]
@@ -407,12 +464,16 @@ class EmberDB(ProcessDB):
                     best[group] = (int(g.get("term", 0)), name)
         return {group: node for group, (_term, node) in best.items()}
 
-    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
+    def wait_healthy(
+        self, names: Sequence[str], timeout_s: float, gone: Gone | None = None
+    ) -> None:
         """Every node answers /health and every group has a leader."""
         deadline = time.monotonic() + timeout_s
         urls = self.urls()
+        watch = ExitWatch(gone)
         while True:
             down = [n for n in names if http_json(urls[n] + "/health", timeout_s=1) is None]
+            watch.check(down)
             want = set(self.groups()) | ({"meta"} if self.control_plane else set())
             leaderless = [] if down else sorted(want - set(self.leaders(names)))
             moving = [] if down or leaderless else self.rebalancing(urls[names[0]])
@@ -538,7 +599,7 @@ def not_healthy(
         if leaderless
         else f"rebalance not finished: {', '.join(moving[:5])}"
     )
-    return DBError(f"ember not healthy after {timeout_s:g}s ({what}); see ember.log")
+    return DBError(f"ember not healthy after {timeout_s:g}s ({what}); see {NODE_LOGS}")
 
 
 def _toml(value: Any) -> str:

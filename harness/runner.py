@@ -59,7 +59,7 @@ from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
 from harness.clock_offsets import OffsetRecorder, local_boot_id
 from harness.control import Control, ControlError
-from harness.db import CONTROL_PLANE_WORKLOADS, DB, DBError
+from harness.db import CONTROL_PLANE_WORKLOADS, DB, DBError, Gone
 from harness.dbs import PhaseSource, System, first_line, register_keys
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
@@ -242,7 +242,7 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "recovering"
         names = [n.name for n in p.nodes]
         try:
-            await wait_healthy(p.db, names, HEALTHY_TIMEOUT_S)
+            await wait_healthy(p.db, names, HEALTHY_TIMEOUT_S, exit_watch(p.db, p.control))
         except DBError as exc:
             notes.append(f"after healing: {exc}")
         offsets.join()
@@ -261,13 +261,13 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     return notes
 
 
-async def wait_healthy(db: Any, names: list[str], timeout_s: float) -> None:
+async def wait_healthy(db: Any, names: list[str], timeout_s: float, gone: Gone | None) -> None:
     """The db's own async wait where it has one (the simulator's), else its blocking one."""
     wait = getattr(db, "wait_healthy_async", None)
     if wait is not None:
         await wait(names, timeout_s)
     else:
-        await asyncio.to_thread(db.wait_healthy, names, timeout_s)
+        await asyncio.to_thread(db.wait_healthy, names, timeout_s, gone)
 
 
 async def report_applied(db: Any, names: list[str]) -> list[str]:
@@ -336,17 +336,19 @@ def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[
         _hook(db, "configure", plan)
         status.doing_now(f"installing {db.name} on {', '.join(names)}")
         db.install(control)
-        status.doing_now(f"starting {db.name} on {', '.join(names)}")
-        db.start(control, names)
-        status.doing_now(f"waiting for {', '.join(names)} to be healthy")
-        db.wait_healthy(names, HEALTHY_TIMEOUT_S)
-        status.doing_now(f"setting up {db.name} for {'+'.join(plan.workload)}")
-        _hook(db, "setup", plan)
-        log(f"{db.name} healthy on {', '.join(n.name for n in nodes)}")
-        notes = _failpoints(plan, db, [n.name for n in nodes], log)
-        status.doing_now("")
-        p = _Parts(plan, nodes, control, system, db, run, status, log)
+        # From here on the nodes have logs: a db that never became healthy,
+        # or refused its setup, leaves them in the run as the evidence.
         try:
+            status.doing_now(f"starting {db.name} on {', '.join(names)}")
+            db.start(control, names)
+            status.doing_now(f"waiting for {', '.join(names)} to be healthy")
+            db.wait_healthy(names, HEALTHY_TIMEOUT_S, gone=exit_watch(db, control))
+            status.doing_now(f"setting up {db.name} for {'+'.join(plan.workload)}")
+            _hook(db, "setup", plan)
+            log(f"{db.name} healthy on {', '.join(n.name for n in nodes)}")
+            notes = _failpoints(plan, db, [n.name for n in nodes], log)
+            status.doing_now("")
+            p = _Parts(plan, nodes, control, system, db, run, status, log)
             with HistoryWriter(run.history) as writer:
                 notes += asyncio.run(_drive(p, writer))
         finally:
@@ -355,6 +357,15 @@ def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[
             if leave_running:
                 log(f"cluster left running: {backend.nodes or nodes}")
     return notes + [f"could not collect {m}" for m in missing]
+
+
+def exit_watch(db: Any, control: Control) -> Gone | None:
+    """The db's own check for processes that exited, bound to the cluster's
+    control; None for a db without one (the simulator's)."""
+    exited = getattr(db, "exited", None)
+    if exited is None:
+        return None
+    return lambda down: exited(control, down)
 
 
 def _hook(db: Any, name: str, plan: plans.Plan) -> None:

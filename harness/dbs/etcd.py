@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import DBError, ProcessDB, empty_dir, http_json
+from harness.db import NODE_LOGS, DBError, ExitWatch, Gone, ProcessDB, empty_dir, http_json
 from harness.dbs.etcd_client import REVISION_OFFSET, b64, model_revision
 from harness.store import RunDir
 from nemesis import process
@@ -221,19 +221,23 @@ class EtcdDB(ProcessDB):
                 best = (term, name)
         return {GROUP: best[1]} if best else {}
 
-    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
+    def wait_healthy(
+        self, names: Sequence[str], timeout_s: float, gone: Gone | None = None
+    ) -> None:
         """Every member among `names` answers /health true and a leader exists."""
         deadline = time.monotonic() + timeout_s
         urls = self.urls()
+        watch = ExitWatch(gone)
         while True:
             members = self._members_in(names)
             down = [n for n in members if not _healthy(urls[n])]
+            watch.check(down)
             leaderless = not down and not self.leaders(members)
             if not down and not leaderless:
                 return
             if time.monotonic() > deadline:
                 what = f"unhealthy: {', '.join(down)}" if down else "no leader"
-                raise DBError(f"etcd not healthy after {timeout_s:g}s ({what}); see etcd.log")
+                raise DBError(f"etcd not healthy after {timeout_s:g}s ({what}); see {NODE_LOGS}")
             time.sleep(HEALTH_POLL_S)
 
     # -- compact-kill (nemesis.maintenance) --------------------------------------

@@ -33,6 +33,7 @@ from harness.db import (
     Answer,
     DBError,
     EmberDB,
+    Gone,
     in_flight,
     not_healthy,
     refusal,
@@ -147,7 +148,9 @@ class SimEmberDB(EmberDB):
             raise DBError(f"{name} refused failpoint {failpoint}: {err}") from None
         self.remember_failpoint(name, failpoint, params)
 
-    def wait_healthy(self, names: Sequence[str], timeout_s: float) -> None:
+    def wait_healthy(
+        self, names: Sequence[str], timeout_s: float, gone: Gone | None = None
+    ) -> None:
         raise DBError("the simulated db waits with wait_healthy_async (no blocking sleeps)")
 
     # -- over the simulated network --------------------------------------------

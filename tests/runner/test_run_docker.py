@@ -270,3 +270,23 @@ def test_sigint_mid_run_leaves_no_fault_behind(
         assert qdisc.decode().strip() == "0"
         stopped = c.exec_run("sh -c 'ps -eo stat=,args= | grep ember-node | grep -c ^T'").output
         assert stopped.decode().strip() == "0"
+
+
+def test_a_db_that_exits_at_start_is_named_at_once_with_its_logs_kept(store: Path) -> None:
+    """ember-node missing on the nodes: the health wait ends at its first look at
+    the processes (not after 90 s, which would say "ember not healthy after 90s"),
+    naming the nodes and their logs' last line, and the run keeps the logs."""
+    missing = {"ember_bin": "/opt/faultline/bin/no-such-node"}
+    plan = _plan(seed=77, nodes=("n1", "n2", "n3"), time_limit_s=5.0, workload=("register",),
+                 nemesis=(), db_settings=missing)  # fmt: skip
+    outcome = run(plan, store)
+    assert outcome.exit_code == 2
+    assert outcome.error is not None
+    assert outcome.error == (
+        "ember is not running on n1, n2, n3 (log ends: "
+        "sh: 1: exec: /opt/faultline/bin/no-such-node: not found)"
+    )
+    for node in ("n1", "n2", "n3"):
+        log = outcome.run.path / "nodes" / node / "ember.log"
+        assert "no-such-node" in log.read_text(), node
+    assert not _containers(f"run{plan.seed % 100_000}-")
