@@ -32,6 +32,7 @@ from ember.metastore.machine import MetastoreMachine, encode
 from ember.metastore.state import Compacted, Event
 from ember.raft import NotLeader
 from ember.runtime import NodeRuntime, NodeStopping, OutcomeUnknown, ProposalDropped
+from ember.runtime.group import Proposal
 from ember.waiting import wait_set
 
 log = logging.getLogger(__name__)
@@ -76,28 +77,33 @@ class MetaService:
         return handle
 
     async def execute(self, cmd: dict[str, Any], timeout_s: float = 5.0) -> Any:
-        """Propose one command on the meta group here; its result, or ApiError."""
+        """Propose one command on the meta group here; its result, or ApiError.
+
+        One `Proposal` (as the KV table's writes): its future is the command's
+        outcome from the moment the node loop takes it, and `proposed` says
+        whether the loop appended it. A timeout cancels the future, so the loop
+        skips a command not yet appended and nothing is left to retrieve; one
+        already appended has an unknown outcome, never a failure (it may commit).
+        """
         if self.machine is None:
             raise self._redirect()
+        proposal = Proposal(META_GROUP, encode(cmd), asyncio.get_running_loop().create_future())
         try:
+            self.runtime.submit(proposal)
             async with asyncio.timeout(timeout_s):  # no task per request, as wait_for makes
-                fut = await self.runtime.propose(META_GROUP, encode(cmd))
+                result = await proposal.future
         except NotLeader as err:
             leader = err.leader if err.leader != self.runtime.id else None
             if leader is None:
                 raise ApiError(503, "no-leader", f"meta: {err}") from None
             url = self.runtime.cfg.peers[leader].http_url
             raise ApiError(421, "not-leader", str(err), leader=leader, leader_url=url) from None
-        except (TimeoutError, NodeStopping) as err:
+        except NodeStopping as err:
             raise ApiError(503, "not-applied", f"not proposed: {err}") from None
-        try:
-            result = await asyncio.wait_for(asyncio.shield(fut), timeout_s)
         except TimeoutError:
-            # The entry's outcome comes later, to no one: take it when it does,
-            # or asyncio logs "Future exception was never retrieved" for every
-            # such proposal another leader's entry drops.
-            fut.add_done_callback(_outcome_unheard)
-            raise ApiError(504, "timeout", "proposed, no result in time", "unknown") from None
+            if proposal.proposed:
+                raise ApiError(504, "timeout", "proposed, no result in time", "unknown") from None
+            raise ApiError(503, "not-applied", f"not proposed within {timeout_s:g} s") from None
         except ProposalDropped as err:
             raise ApiError(503, "not-applied", str(err)) from None
         except OutcomeUnknown as err:
@@ -177,9 +183,3 @@ def _timeout(request: web.Request) -> float:
     if not 0 < value <= 120:
         raise ApiError(400, "bad-request", "timeout_s must be in (0, 120]")
     return value
-
-
-def _outcome_unheard(fut: asyncio.Future[Any]) -> None:
-    """A done callback that retrieves the outcome of a proposal whose caller gave up."""
-    if not fut.cancelled():
-        fut.exception()

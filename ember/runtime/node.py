@@ -253,20 +253,6 @@ class NodeRuntime:
         self._wake.set()
         return await fut
 
-    async def propose(self, group_id: GroupId, data: bytes) -> asyncio.Future[Any]:
-        """Append `data` to the group's log; returns a future of its applied result.
-
-        Raises NotLeader (nothing was appended) before returning the future.
-        """
-
-        def do(group: Group) -> asyncio.Future[Any]:
-            index = group.raw.propose(data)
-            fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            group.waiters[index] = (group.raw.term, fut)
-            return fut
-
-        return await self.call(group_id, do)
-
     def submit(self, item: Proposal | PendingRead) -> None:
         """Queue a proposal or a read without waiting; its future tells the outcome.
 

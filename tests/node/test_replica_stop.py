@@ -15,6 +15,7 @@ from ember.kv import make_machines
 from ember.kv.statemachine import Command, encode_command
 from ember.raft import NotLeader
 from ember.runtime import NodeConfig, NodeRuntime, OutcomeUnknown, PeerAddr
+from ember.runtime.group import Proposal
 from tests.node.cluster import free_ports
 
 WAIT_S = 20.0
@@ -44,9 +45,14 @@ def _runtime(root: Path) -> NodeRuntime:
     return NodeRuntime(cfg, make_machines(2))
 
 
+def _proposal(group: str, data: bytes) -> Proposal:
+    return Proposal(group, data, asyncio.get_running_loop().create_future())
+
+
 async def _put(rt: NodeRuntime, key: str, value: int) -> None:
-    fut = await rt.propose("part-0", encode_command(Command(op="put", key=key, value=value)))
-    await asyncio.wait_for(fut, WAIT_S)
+    proposal = _proposal("part-0", encode_command(Command(op="put", key=key, value=value)))
+    rt.submit(proposal)
+    await asyncio.wait_for(proposal.future, WAIT_S)
 
 
 def test_a_stopped_replica_is_not_hosted_and_resumes(tmp_path: Path) -> None:
@@ -64,9 +70,9 @@ def test_a_stopped_replica_is_not_hosted_and_resumes(tmp_path: Path) -> None:
             assert "part-1" in st["groups"]
             assert st["stopped"] == ["part-0"]
             with pytest.raises(NotLeader):
-                await rt.propose("part-0", b"x")
+                rt.submit(_proposal("part-0", b"x"))
             with pytest.raises(KeyError):
-                await rt.propose("part-9", b"x")
+                rt.submit(_proposal("part-9", b"x"))
             await asyncio.sleep(0.2)  # ticks go by: a stopped group does not move
             assert rt.stopped["part-0"].sm.applied == applied
             assert rt.start_group("part-0", "test")
