@@ -57,6 +57,8 @@ class CheckContext(msgspec.Struct, kw_only=True):
     audit: dict[str, list[dict[str, Any]]] | None = None
     # A simulated run's omniscient invariant report (checkers.sim); None elsewhere.
     sim: dict[str, Any] | None = None
+    # node id -> the lines of its log (checkers.node_logs); None when the run kept none.
+    logs: dict[str, list[str]] | None = None
     options: Mapping[str, Any] = msgspec.field(default_factory=dict)
 
     def setting(self, key: str, default: Any = None) -> Any:

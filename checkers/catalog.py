@@ -163,6 +163,15 @@ GUARANTEES: tuple[Rule, ...] = (
 
 GUARANTEE_BY_ID = {g.id: g for g in GUARANTEES}
 
+# faultline's own rule, which ../shared/INVARIANTS.md lacks: a correct node meets
+# nothing its code was written never to meet, faults included (checkers/node_logs.py).
+HEALTH: tuple[Rule, ...] = (
+    Rule("H1", "no unexpected error",
+         {"logs": _k("error-logged", "uncaught-exception")},
+         "read from each node's own log: a line at ERROR or above, a traceback or a "
+         "panic; a crash failpoint's own line is exempt"),
+)  # fmt: skip
+
 # Checked, but neither a catalog rule nor a guarantee: input the checker cannot read.
 OUTSIDE: Mapping[str, frozenset[str]] = {
     "revisions": _k("watch-malformed", "assignments-malformed"),
@@ -184,11 +193,13 @@ def _index(rules: tuple[Rule, ...]) -> dict[tuple[str, str], str]:
 
 RULE_OF = _index(RULES)
 GUARANTEE_OF = _index(GUARANTEES)
+HEALTH_OF = _index(HEALTH)
 
 
 def rule_of(checker: str, kind: str) -> str | None:
-    """The catalog rule an anomaly kind reports, or None (outside the catalog)."""
-    return RULE_OF.get((checker, kind))
+    """The catalog rule (or faultline's own H1) an anomaly kind reports, or None
+    (outside the catalog)."""
+    return RULE_OF.get((checker, kind)) or HEALTH_OF.get((checker, kind))
 
 
 def rules_broken(results: Mapping[str, Any], index: Mapping[tuple[str, str], str] = RULE_OF,

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 EXIT_CODES = {True: 0, False: 1, "unknown": 2}
 # compose.REGISTRY's names, kept here so building the parser imports no
 # checker (a test holds the two equal).
-CHECKER_NAMES = ("linearizable", "raft", "revisions", "convergence", "stats", "sim")
+CHECKER_NAMES = ("linearizable", "raft", "revisions", "convergence", "stats", "sim", "logs")
 FORMATS = ("auto", "faultline", "jepsen", "porcupine")
 
 
@@ -144,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
     """Checks the run and returns the exit code for its verdict."""
     from checkers.audit import load_timeline
     from checkers.compose import check, write_results
+    from checkers.node_logs import load_logs
     from checkers.sim import load_sim_report
 
     if args.spark or args.master:
@@ -163,7 +164,8 @@ def run(args: argparse.Namespace) -> int:
         options["checkers"] = args.checkers
     if args.revisions is not None:
         options["revisions"] = _declaration(args.revisions)
-    result = check(plan, history, options, audit=audit, sim=load_sim_report(run_dir))
+    logs = load_logs(run_dir) if fmt == "faultline" else None
+    result = check(plan, history, options, audit=audit, sim=load_sim_report(run_dir), logs=logs)
     result.notes = notes
     result.history = file.name
     result.history_format = fmt

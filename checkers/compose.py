@@ -123,11 +123,14 @@ REGISTRY: dict[str, Callable[[], Checker]] = {
     "convergence": _lazy("checkers.convergence", "ConvergenceChecker"),
     "stats": _lazy("checkers.stats", "StatsChecker"),
     "sim": _lazy("checkers.sim", "SimInvariantsChecker"),
+    "logs": _lazy("checkers.node_logs", "NodeLogsChecker"),
 }
 # Checkers that need audit events; skipped by default on a bare history.
 NEEDS_AUDIT = frozenset({"raft", "convergence"})
 # Checkers that need a simulated run's invariant report; skipped by default elsewhere.
 NEEDS_SIM = frozenset({"sim"})
+# Checkers that need the nodes' logs; skipped by default where the run kept none.
+NEEDS_LOGS = frozenset({"logs"})
 
 
 class Result(msgspec.Struct, kw_only=True):
@@ -153,14 +156,20 @@ class Result(msgspec.Struct, kw_only=True):
 
 
 def select(
-    names: Iterable[str] | None, plan: Mapping[str, Any], has_audit: bool, *, has_sim: bool = False
+    names: Iterable[str] | None,
+    plan: Mapping[str, Any],
+    has_audit: bool,
+    *,
+    has_sim: bool = False,
+    has_logs: bool = False,
 ) -> list[str]:
     """The checker names to run (see module doc); raises ValueError on an unknown name."""
     chosen = list(names) if names else None
     if chosen is None and isinstance(plan.get("checkers"), list):
         chosen = [str(n) for n in plan["checkers"]]
     if chosen is None:
-        skip = (set() if has_audit else NEEDS_AUDIT) | (set() if has_sim else NEEDS_SIM)
+        skip = ((set() if has_audit else NEEDS_AUDIT) | (set() if has_sim else NEEDS_SIM)
+                | (set() if has_logs else NEEDS_LOGS))  # fmt: skip
         return [n for n in REGISTRY if n not in skip]
     unknown = [n for n in chosen if n not in REGISTRY]
     if unknown:
@@ -191,6 +200,7 @@ def check(
     audit: dict[str, list[dict[str, Any]]] | None = None,
     checkers: Mapping[str, Checker] | None = None,
     sim: dict[str, Any] | None = None,
+    logs: dict[str, list[str]] | None = None,
 ) -> Result:
     """Checks one run's (validated) history and audit events; see the module doc.
 
@@ -200,11 +210,11 @@ def check(
     started = time.perf_counter()
     plan = plan or {}
     options = options or {}
-    ctx = CheckContext(
-        plan=plan, events=history, operations=pair(history), audit=audit, sim=sim, options=options
-    )
+    ctx = CheckContext(plan=plan, events=history, operations=pair(history), audit=audit, sim=sim,
+                       logs=logs, options=options)  # fmt: skip
     if checkers is None:
-        names = select(options.get("checkers"), plan, audit is not None, has_sim=sim is not None)
+        names = select(options.get("checkers"), plan, audit is not None, has_sim=sim is not None,
+                       has_logs=logs is not None)  # fmt: skip
         checkers = {n: REGISTRY[n]() for n in names}
     results = {name: run_one(c, ctx) for name, c in checkers.items()}
     reasons = [

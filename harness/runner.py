@@ -53,6 +53,7 @@ import msgspec
 from checkers.api import CheckerResult
 from checkers.audit import load_timeline
 from checkers.compose import Result, check, load_run, write_results
+from checkers.node_logs import load_logs
 from checkers.sim import load_sim_report
 from harness import plan as plans
 from harness.backends.base import Backend, NodeHandle
@@ -455,7 +456,8 @@ def judge(plan: plans.Plan, run: RunDir, notes: list[str]) -> Result:
     plan_doc, history, audit, _ = load_run(run.path)
     # The anchor of the audit events on the history's clock (the time rules).
     options = {"history_zero_wall": load_timeline(run.path)}
-    result = check(plan_doc, history, options, audit=audit, sim=load_sim_report(run.path))
+    result = check(plan_doc, history, options, audit=audit, sim=load_sim_report(run.path),
+                   logs=load_logs(run.path))  # fmt: skip
     result.reasons.extend(f"note: {n}" for n in notes)
     write_results(result, run.path)
     return result

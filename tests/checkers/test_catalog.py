@@ -9,7 +9,16 @@ from pathlib import Path
 import pytest
 
 from checkers.api import Anomaly, CheckerResult
-from checkers.catalog import BY_ID, GUARANTEES, OUTSIDE, RULES, guarantees_broken, rules_broken
+from checkers.catalog import (
+    BY_ID,
+    GUARANTEES,
+    HEALTH,
+    OUTSIDE,
+    RULES,
+    guarantees_broken,
+    rule_of,
+    rules_broken,
+)
 from ember.sim.omniscient import SAFETY_PROPERTIES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,6 +32,7 @@ SOURCES = {
     "convergence": ["checkers/convergence.py", "checkers/quiet.py"],
     "linearizable": ["checkers/linear.py"],
     "sim": ["ember/sim/omniscient.py"],
+    "logs": ["checkers/node_logs.py"],
 }  # fmt: skip
 
 
@@ -92,3 +102,19 @@ def test_kinds_outside_the_catalog_are_no_rule() -> None:
     assert guarantees_broken({"revisions": result}) == {g.id for g in GUARANTEES}
     mixed = {"raft": {"anomalies": [{"kind": "two-leaders"}]}, "sim": {"anomalies": []}}
     assert rules_broken(mixed) == {"R1"}
+
+
+def test_faultline_s_own_rule_is_on_the_page_and_in_its_checker() -> None:
+    """H1 (not in INVARIANTS.md) names kinds the logs checker emits, in its own
+    table on the page; its kinds map to H1 and to no catalog rule."""
+    text = (ROOT / "docs" / "invariants.md").read_text()
+    for rule in HEALTH:
+        (row,) = [line for line in text.splitlines() if line.startswith(f"| {rule.id} |")]
+        for checker, kinds in rule.kinds.items():
+            source = "".join((ROOT / p).read_text() for p in SOURCES[checker])
+            for kind in kinds:
+                assert f'"{kind}"' in source, (rule.id, kind)
+                assert f"`{kind}`" in row, (rule.id, kind)
+                assert rule_of(checker, kind) == rule.id
+        result = {c: {"anomalies": [{"kind": k} for k in ks]} for c, ks in rule.kinds.items()}
+        assert rules_broken(result) == set()
