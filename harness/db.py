@@ -144,7 +144,7 @@ class Answer(msgspec.Struct, frozen=True):
     problem: str = ""
 
 
-def refusal(status: int, text: bytes) -> str:
+def refused_because(status: int, text: bytes) -> str:
     """An error answer in words: ember's `{"error", "message"}`, else its text."""
     try:
         doc = msgspec.json.decode(text)
@@ -166,7 +166,7 @@ def http_answer(url: str, method: str = "GET", body: Any = None, timeout_s: floa
             doc = msgspec.json.decode(resp.read())
     except urllib.error.HTTPError as err:
         with err:
-            return Answer(None, refusal(err.code, err.read()))
+            return Answer(None, refused_because(err.code, err.read()))
     except TimeoutError:
         return Answer(None, f"no answer within {timeout_s:g} s")
     except urllib.error.URLError as err:

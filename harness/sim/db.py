@@ -36,7 +36,7 @@ from harness.db import (
     Gone,
     in_flight,
     not_healthy,
-    refusal,
+    refused_because,
     zone_refused,
 )
 from harness.store import RunDir
@@ -174,7 +174,7 @@ class SimEmberDB(EmberDB):
             timeout = aiohttp.ClientTimeout(total=timeout_s)
             async with self._http().request(method, url, json=body, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    return Answer(None, refusal(resp.status, await resp.read()))
+                    return Answer(None, refused_because(resp.status, await resp.read()))
                 doc = await resp.json(content_type=None)
         except TimeoutError:
             return Answer(None, f"no answer within {timeout_s:g} s")
