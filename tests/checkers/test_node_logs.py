@@ -97,6 +97,9 @@ def test_the_checker_reports_h1_per_node_and_caps_a_flood() -> None:
     assert result.figures["found"] == {"n2": MAX_ANOMALIES_PER_NODE + 5}
     assert result.figures["by_level"]["n1"] == {"ERROR": 1, "INFO": 2, "WARNING": 2}
     assert NodeLogsChecker().check(CheckContext(logs={"n1": CLEAN_EMBER})).valid is True
+    # Chosen by name for a run without logs: not checked, so not valid.
+    nothing = NodeLogsChecker().check(CheckContext())
+    assert (nothing.valid, nothing.error) == ("unknown", "no nodes/<n>/ember.log")
 
 
 def test_runs_with_logs_select_the_checker_and_others_do_not(tmp_path: Path) -> None:
