@@ -144,4 +144,9 @@ class NodeLogsChecker:
             for f in found[:MAX_ANOMALIES_PER_NODE]:
                 anomalies.append(Anomaly(kind=f.kind, message=f"{node} log line {f.line}: {f.text}",
                                          events=[{"node": node, "line": f.line}]))  # fmt: skip
-        return verdict(self.name, anomalies, nodes=len(logs), by_level=by_level, found=per_node)
+        # A node whose log was not collected (the run's notes say why) is named,
+        # as the audit checkers judge the events.jsonl there are.
+        planned = ctx.plan.get("nodes")
+        unread = sorted(set(planned) - set(logs)) if isinstance(planned, list) else []
+        return verdict(self.name, anomalies, nodes=len(logs), by_level=by_level, found=per_node,
+                       unread=unread)  # fmt: skip

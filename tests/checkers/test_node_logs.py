@@ -97,6 +97,10 @@ def test_the_checker_reports_h1_per_node_and_caps_a_flood() -> None:
     assert result.figures["found"] == {"n2": MAX_ANOMALIES_PER_NODE + 5}
     assert result.figures["by_level"]["n1"] == {"ERROR": 1, "INFO": 2, "WARNING": 2}
     assert NodeLogsChecker().check(CheckContext(logs={"n1": CLEAN_EMBER})).valid is True
+    partial = NodeLogsChecker().check(
+        CheckContext(plan={"nodes": ["n1", "n2", "n3"]}, logs={"n1": CLEAN_EMBER})
+    )
+    assert (partial.valid, partial.figures["unread"]) == (True, ["n2", "n3"])
     # Chosen by name for a run without logs: not checked, so not valid.
     nothing = NodeLogsChecker().check(CheckContext())
     assert (nothing.valid, nothing.error) == ("unknown", "no nodes/<n>/ember.log")
