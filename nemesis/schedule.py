@@ -51,8 +51,9 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import DB, DBError, ProcessDB, http_json
+from harness.db import DB, DBError, ProcessDB
 from harness.interpreter import Reply
+from harness.nodehttp import http_json
 from nemesis import maintenance, process
 from nemesis import partition as part
 from nemesis.clock import clock_fault

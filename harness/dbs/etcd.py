@@ -35,8 +35,9 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import NODE_LOGS, DBError, ExitWatch, Gone, ProcessDB, empty_dir, http_json
+from harness.db import NODE_LOGS, DBError, ExitWatch, Gone, ProcessDB, empty_dir
 from harness.dbs.etcd_client import REVISION_OFFSET, b64, model_revision
+from harness.nodehttp import http_json
 from harness.store import RunDir
 from nemesis import process
 from nemesis.fault import Fault

@@ -22,8 +22,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from harness.db import http_json
 from harness.dbs.etcd import GROUP, EtcdDB
+from harness.nodehttp import http_json
 
 POLL_S = 0.1
 

@@ -30,15 +30,14 @@ from harness.backends.base import NodeHandle
 from harness.db import (
     ADMIN_CALL_S,
     REPORT_APPLIED,
-    Answer,
     DBError,
     EmberDB,
     Gone,
     in_flight,
     not_healthy,
-    refused_because,
     zone_refused,
 )
+from harness.nodehttp import Answer, refused_because
 from harness.store import RunDir
 from nemesis.fault import Fault
 

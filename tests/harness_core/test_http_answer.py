@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from harness import plan as plans
-from harness.db import EmberDB, http_answer, http_json
+from harness.db import EmberDB
+from harness.nodehttp import http_answer, http_json
 from harness.progress import RunStatus
 from harness.runner import run
 from harness.sim.db import SimEmberDB

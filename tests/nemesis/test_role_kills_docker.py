@@ -26,10 +26,11 @@ from checkers.history import load_history, pair
 from harness.backends.docker import DockerBackend
 from harness.backends.lifecycle import managed_cluster
 from harness.control import Control
-from harness.db import EmberDB, http_json
+from harness.db import EmberDB
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter, Reply
+from harness.nodehttp import http_json
 from nemesis.generator import NemesisSchedule
 from nemesis.phase import PhaseWatcher
 from nemesis.schedule import NemesisWorker
