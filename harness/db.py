@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.nodehttp import http_answer, http_json
+from harness.nodehttp import Answer, http_answer, http_json
 from harness.store import RunDir
 from nemesis import journal, process
 from nemesis.clock import CLOCK_OFFSET_FILE
@@ -299,14 +299,22 @@ class EmberDB(ProcessDB):
         body = self.zone_request(workloads)
         if body is None:
             return
-        problems = {}
+        problems: dict[str, str] = {}
         for name, url in self.urls().items():
             got = http_answer(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
-            if got.doc is not None and isinstance(got.doc.get("zone"), dict):
-                self.zone_partitions = int(body["partitions"])
+            if self.zone_made(body, got, name, problems):
                 return
-            problems[name] = got.problem or "answered without the zone"
         raise DBError(zone_refused(problems))
+
+    def zone_made(
+        self, body: Mapping[str, Any], got: Answer, name: str, problems: dict[str, str]
+    ) -> bool:
+        """Whether `name`'s answer created the zone (then kept); else why not, in `problems`."""
+        if got.doc is not None and isinstance(got.doc.get("zone"), dict):
+            self.zone_partitions = int(body["partitions"])
+            return True
+        problems[name] = got.problem or "answered without the zone"
+        return False
 
     def free_groups(self) -> list[str]:
         """The groups no zone can cover: the ones change-peers may move."""

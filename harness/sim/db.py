@@ -243,13 +243,11 @@ class SimEmberDB(EmberDB):
         body = self.zone_request(workloads)
         if body is None:
             return
-        problems = {}
+        problems: dict[str, str] = {}
         for name, url in self.urls().items():
             got = await self.http_answer(f"{url}/admin/zones/default", "POST", body, timeout_s=10)
-            if got.doc is not None and isinstance(got.doc.get("zone"), dict):
-                self.zone_partitions = int(body["partitions"])
+            if self.zone_made(body, got, name, problems):
                 return
-            problems[name] = got.problem or "answered without the zone"
         raise DBError(zone_refused(problems))
 
     def collect(self, control: Any, names: Sequence[str], run: RunDir) -> list[str]:
