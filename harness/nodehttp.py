@@ -23,16 +23,31 @@ class Answer(msgspec.Struct, frozen=True):
     problem: str = ""
 
 
-def refused_because(status: int, text: bytes) -> str:
+NOT_JSON = Answer(None, "answered with something that is not JSON")
+
+
+def refused(status: int, text: bytes) -> Answer:
     """An error answer in words: ember's `{"error", "message"}`, else its text."""
     try:
         doc = msgspec.json.decode(text)
     except msgspec.DecodeError:
         doc = None
     if isinstance(doc, dict) and doc.get("message"):
-        return f"refused ({status} {doc.get('error', '')}): {doc['message']}"
+        return Answer(None, f"refused ({status} {doc.get('error', '')}): {doc['message']}")
     body = text.decode("utf-8", "replace").strip()[:200]
-    return f"refused ({status}){': ' + body if body else ''}"
+    return Answer(None, f"refused ({status}){': ' + body if body else ''}")
+
+
+def no_answer(timeout_s: float) -> Answer:
+    """Nothing came back in time."""
+    return Answer(None, f"no answer within {timeout_s:g} s")
+
+
+def decoded(doc: Any) -> Answer:
+    """A decoded answer: its object, or why it is not one."""
+    if not isinstance(doc, dict):
+        return Answer(None, "answered with JSON that is not an object")
+    return Answer(doc)
 
 
 def http_answer(url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0) -> Answer:
@@ -45,20 +60,18 @@ def http_answer(url: str, method: str = "GET", body: Any = None, timeout_s: floa
             doc = msgspec.json.decode(resp.read())
     except urllib.error.HTTPError as err:
         with err:
-            return Answer(None, refused_because(err.code, err.read()))
+            return refused(err.code, err.read())
     except TimeoutError:
-        return Answer(None, f"no answer within {timeout_s:g} s")
+        return no_answer(timeout_s)
     except urllib.error.URLError as err:
         if isinstance(err.reason, TimeoutError):
-            return Answer(None, f"no answer within {timeout_s:g} s")
+            return no_answer(timeout_s)
         return Answer(None, f"unreachable ({err.reason})")
     except OSError as err:
         return Answer(None, f"unreachable ({err})")
     except msgspec.DecodeError:
-        return Answer(None, "answered with something that is not JSON")
-    if not isinstance(doc, dict):
-        return Answer(None, "answered with JSON that is not an object")
-    return Answer(doc)
+        return NOT_JSON
+    return decoded(doc)
 
 
 def http_json(

@@ -37,7 +37,7 @@ from harness.db import (
     not_healthy,
     zone_refused,
 )
-from harness.nodehttp import Answer, refused_because
+from harness.nodehttp import NOT_JSON, Answer, decoded, no_answer, refused
 from harness.store import RunDir
 from nemesis.fault import Fault
 
@@ -168,27 +168,25 @@ class SimEmberDB(EmberDB):
     async def http_answer(
         self, url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
     ) -> Answer:
-        """`harness.db.http_answer` over the simulated network."""
+        """`harness.nodehttp.http_answer` over the simulated network."""
         try:
             timeout = aiohttp.ClientTimeout(total=timeout_s)
             async with self._http().request(method, url, json=body, timeout=timeout) as resp:
                 if resp.status >= 400:
-                    return Answer(None, refused_because(resp.status, await resp.read()))
+                    return refused(resp.status, await resp.read())
                 doc = await resp.json(content_type=None)
         except TimeoutError:
-            return Answer(None, f"no answer within {timeout_s:g} s")
+            return no_answer(timeout_s)
         except (aiohttp.ClientError, OSError) as err:
             return Answer(None, f"unreachable ({err})")
         except ValueError:
-            return Answer(None, "answered with something that is not JSON")
-        if not isinstance(doc, dict):
-            return Answer(None, "answered with JSON that is not an object")
-        return Answer(doc)
+            return NOT_JSON
+        return decoded(doc)
 
     async def http_json(
         self, url: str, method: str = "GET", body: Any = None, timeout_s: float = 2.0
     ) -> dict[str, Any] | None:
-        """`harness.db.http_json` over the simulated network."""
+        """`harness.nodehttp.http_json` over the simulated network."""
         return (await self.http_answer(url, method, body, timeout_s)).doc
 
     async def wait_healthy_async(self, names: Sequence[str], timeout_s: float) -> None:
