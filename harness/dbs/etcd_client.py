@@ -147,7 +147,8 @@ class EtcdClient:
             async with self._http().post(url + path, json=body) as resp:
                 raw = await resp.read()
                 status = resp.status
-        except aiohttp.ClientConnectorError as exc:
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            # No connection (refused, or none made in time): nothing was sent.
             return Outcome(type="fail", error=f"cannot connect: {exc}", url=url)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             kind: OutcomeType = "fail" if read else "unknown"

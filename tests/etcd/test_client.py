@@ -8,6 +8,7 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 from aiohttp import web
 
 from harness.dbs.etcd_client import (
@@ -216,3 +217,33 @@ def test_a_watch_records_responses_progress_and_a_compaction_refusal() -> None:
     assert "range_end" not in bodies[1]
     assert "start_revision" not in bodies[2]
     assert now["responses"][0]["revision"] == 5
+
+
+class _NoConnection:
+    """An HTTP session whose every request finds no connection in time."""
+
+    def post(self, url: str, **_kw: Any) -> Any:
+        return self
+
+    async def __aenter__(self) -> Any:
+        raise aiohttp.ConnectionTimeoutError(f"Connection timeout to host {self!r}")
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+def test_a_write_that_found_no_connection_in_time_certainly_failed() -> None:
+    """A connect timeout is raised before anything is sent: a write's outcome is
+    fail, not unknown (it was unknown before, which only weakened the check)."""
+
+    async def scenario() -> str:
+        client = EtcdClient(lambda: ["http://127.0.0.1:9"], timeout_s=1.0)
+        client._http = _NoConnection  # type: ignore[assignment,method-assign]
+        out = await client.put("k", 1)
+        assert "cannot connect" in str(out.error)
+        return out.type
+
+    assert asyncio.run(scenario()) == "fail"
