@@ -129,7 +129,7 @@ def _timeout(request: web.Request) -> float:
 
 
 @web.middleware
-async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+async def json_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Translate every failure into one JSON error answer."""
     try:
         return await handler(request)
@@ -160,7 +160,7 @@ class Api:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(middlewares=[_errors], client_max_size=4 << 20)
+        app = web.Application(middlewares=[json_errors], client_max_size=4 << 20)
         app.add_routes(
             [
                 web.get("/health", self.health),

@@ -6,17 +6,27 @@ tries the next node, until its deadline. Errors raise `MetaUnavailable`
 (`outcome` "fail" when the command certainly did not apply, "unknown" when
 it may have), or `MetaRefused` for a 4xx the metastore meant (bad input,
 compacted).
+
+Given a `client_id` (unique to this process), every write carries its client
+session (ember.metastore.sessions): its number stays the same on every
+attempt, so a write sent again after an unknown outcome applies once and is
+answered as its first attempt was, rather than applying twice or failing its
+own guard.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from collections.abc import AsyncGenerator
 from typing import Any
 
 import aiohttp
+
+log = logging.getLogger(__name__)
+READS = frozenset({"get", "range"})  # repeating one changes nothing: no session
 
 
 class MetaUnavailable(Exception):  # noqa: N818 -- reads as the state it reports
@@ -38,13 +48,18 @@ class MetaRefused(Exception):  # noqa: N818 -- reads as the outcome it reports
 class MetaClient:
     """Metastore commands over HTTP; share one per process, `close()` when done."""
 
-    def __init__(self, urls: list[str], timeout_s: float = 10.0) -> None:
+    def __init__(
+        self, urls: list[str], timeout_s: float = 10.0, client_id: str | None = None
+    ) -> None:
         if not urls:
             raise ValueError("MetaClient needs at least one node URL")
         self.urls = list(urls)
         self.timeout_s = timeout_s
+        self.client_id = client_id
         self._leader = self.urls[0]
         self._session: aiohttp.ClientSession | None = None
+        self._last_seq = 0
+        self._open: set[int] = set()  # writes sent and not yet answered or given up
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -58,14 +73,37 @@ class MetaClient:
 
     async def call(self, op: str, body: dict[str, Any], timeout_s: float | None = None) -> Any:
         """One command (`op` get/range/put/delete/invoke/compact); its JSON result."""
+        if self.client_id is None or op in READS:
+            return await self._attempts(op, body, timeout_s, None)
+        self._last_seq += 1
+        seq = self._last_seq
+        self._open.add(seq)
+        try:
+            return await self._attempts(op, body, timeout_s, seq)
+        finally:
+            self._open.discard(seq)
+
+    async def _attempts(
+        self, op: str, body: dict[str, Any], timeout_s: float | None, seq: int | None
+    ) -> Any:
         deadline = time.monotonic() + (timeout_s or self.timeout_s)
         url, tried, outcome, last = self._leader, 0, "fail", "no node answered"
+        told = False
         while time.monotonic() < deadline:
+            if seq is not None and outcome == "unknown" and not told:
+                told = True  # once a call: the repeats that follow say nothing new
+                log.info("metastore %s %d of %s may have applied (%s); sending it again, "
+                         "applied once by its session", op, seq, self.client_id, last)  # fmt: skip
             left = max(0.2, deadline - time.monotonic())
+            params = {"timeout_s": "4"}
+            if seq is not None:
+                # Asked afresh each attempt: answers to other writes meanwhile raise it.
+                params.update(client=str(self.client_id), seq=str(seq),
+                              lowest_open=str(min(self._open)))  # fmt: skip
             try:
                 timeout = aiohttp.ClientTimeout(total=min(left, 6.0), sock_connect=1.0)
                 async with self._http().post(
-                    f"{url}/meta/{op}", json=body, params={"timeout_s": "4"}, timeout=timeout
+                    f"{url}/meta/{op}", json=body, params=params, timeout=timeout
                 ) as resp:
                     data = await resp.json(content_type=None)
                     if not isinstance(data, dict):
@@ -82,7 +120,11 @@ class MetaClient:
                     if data.get("outcome") == "unknown":
                         outcome = "unknown"
                     last = f"{url}: {resp.status} {code}"
-            except (aiohttp.ClientConnectorError, ConnectionRefusedError) as err:
+            except (
+                aiohttp.ClientConnectorError,
+                aiohttp.ConnectionTimeoutError,  # no connection in time: nothing was sent
+                ConnectionRefusedError,
+            ) as err:
                 last = f"{url}: {err}"
             except (aiohttp.ClientError, TimeoutError) as err:
                 outcome, last = "unknown", f"{url}: {err!r}"

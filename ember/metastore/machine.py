@@ -13,7 +13,9 @@ computed only when asked (the `applied` event's `state`), never per apply.
 Commands (dicts): `{op: get, key}`, `{op: range, key|prefix, revision?}`,
 `{op: put, key, value}`, `{op: delete, key}`, `{op: invoke, spec}`,
 `{op: compact, revision}`. A malformed command applies as an error result
-(`{"error": message}`) on every replica alike, never an exception.
+(`{"error": message}`) on every replica alike, never an exception. A write
+may carry `session` (ember.metastore.sessions): a repeat of one already
+applied answers its first result and applies nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import msgspec
 
+from ember.metastore.sessions import Sessions, request_of
 from ember.metastore.state import Event, MetaState, MetastoreError
 from ember.raft import Entry
 
@@ -35,6 +38,7 @@ class _Snapshot(msgspec.Struct, kw_only=True):
     applied: int
     digest: str
     state: MetaState
+    sessions: Sessions = msgspec.field(default_factory=Sessions)
 
 
 _encoder = msgspec.msgpack.Encoder()
@@ -92,6 +96,7 @@ class MetastoreMachine:
 
     def __init__(self, retain: int = DEFAULT_RETAIN) -> None:
         self.state = MetaState()
+        self.sessions = Sessions()
         self.retain = retain
         self._applied = 0
         self._digest = hashlib.sha256(b"").hexdigest()
@@ -122,12 +127,10 @@ class MetastoreMachine:
         before = len(self.state.events)
         new: list[Event] = []
         if entry.kind == "normal" and entry.data:
-            try:
-                result = execute(self.state, _decoder.decode(entry.data))
-            except (MetastoreError, msgspec.DecodeError) as err:
-                result = {"error": str(err)}
+            result = self._command(entry)
             new = self.state.events[before:]
             self._maybe_compact()
+        self.sessions.sweep(entry.index)
         h = hashlib.sha256(self._digest.encode())
         h.update(f"{entry.index}:{entry.kind}:".encode())
         h.update(entry.data)
@@ -138,6 +141,24 @@ class MetastoreMachine:
                 listener(new)
         return result
 
+    def _command(self, entry: Entry) -> Any:
+        try:
+            cmd = _decoder.decode(entry.data)
+            req = request_of(cmd) if isinstance(cmd, dict) else None
+        except (MetastoreError, msgspec.DecodeError) as err:
+            return {"error": str(err)}
+        if req is not None:
+            done, answer = self.sessions.answered(req, entry.index)
+            if done:
+                return answer
+        try:
+            result = execute(self.state, cmd)
+        except MetastoreError as err:
+            result = {"error": str(err)}
+        if req is not None:
+            self.sessions.remember(req, result)
+        return result
+
     def _maybe_compact(self) -> None:
         # Deterministic: the same revisions on every replica.
         st = self.state
@@ -146,16 +167,18 @@ class MetastoreMachine:
 
     def snapshot(self) -> bytes:
         """The whole state as bytes."""
-        return _encoder.encode(
-            _Snapshot(applied=self._applied, digest=self._digest, state=self.state)
+        snap = _Snapshot(
+            applied=self._applied, digest=self._digest, state=self.state, sessions=self.sessions
         )
+        return _encoder.encode(snap)
 
     def restore(self, data: bytes, index: int) -> None:
         """Replace the state with a snapshot taken at `index`."""
         if not data:
-            self.state, self._applied = MetaState(), index
+            self.state, self.sessions, self._applied = MetaState(), Sessions(), index
             return
         snap = _snap_decoder.decode(data)
         if snap.applied != index:
             raise ValueError(f"snapshot data is at {snap.applied}, its meta says {index}")
         self.state, self._applied, self._digest = snap.state, snap.applied, snap.digest
+        self.sessions = snap.sessions

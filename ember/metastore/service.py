@@ -16,6 +16,11 @@ applied history: events arrive in revision order, each once, and a client
 resumes after a disconnect with `from` = last revision + 1 on any replica.
 A `{"progress": revision}` line is sent when idle, so a client learns how
 far the replica has applied. A compacted `from` answers 410 `compacted`.
+
+A write may name its client session in the query
+(`?client=ID&seq=N&lowest_open=M`, ember.metastore.sessions): sent again
+with the same numbers it applies once and answers as the first time did; one
+the client no longer awaits answers 409 `stale-request`, not applied.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from aiohttp import web
 
 from ember.api import ApiError, json_object
 from ember.metastore.machine import MetastoreMachine, encode
-from ember.metastore.state import Compacted, Event
+from ember.metastore.sessions import STALE, request_of
+from ember.metastore.state import Compacted, Event, MetastoreError
 from ember.raft import NotLeader
 from ember.runtime import NodeRuntime, NodeStopping, OutcomeUnknown, ProposalDropped
 from ember.runtime.group import Proposal
@@ -72,6 +78,9 @@ class MetaService:
         async def handle(request: web.Request) -> web.Response:
             body = await json_object(request)
             cmd = {"op": op, "spec": body} if op == "invoke" else {**body, "op": op}
+            session = _session(request)
+            if session is not None:
+                cmd["session"] = session
             return _json(await self.execute(cmd, _timeout(request)))
 
         return handle
@@ -109,6 +118,8 @@ class MetaService:
         except OutcomeUnknown as err:
             raise ApiError(504, "timeout", str(err), "unknown") from None
         if isinstance(result, dict) and "error" in result:
+            if result.get("code") == STALE:
+                raise ApiError(409, STALE, result["error"])
             code = "compacted" if "compacted" in result["error"] else "bad-request"
             raise ApiError(410 if code == "compacted" else 400, code, result["error"])
         return result
@@ -173,6 +184,26 @@ def _json(data: Any, status: int = 200) -> web.Response:
     return web.Response(
         body=msgspec.json.encode(data), status=status, content_type="application/json"
     )
+
+
+def _session(request: web.Request) -> dict[str, Any] | None:
+    """The write's session from the query, or None; 400 naming a malformed part
+    (the state machine checks it again, as it checks every command)."""
+    query = request.query
+    if "client" not in query:
+        return None
+    numbers = {}
+    for name in ("seq", "lowest_open"):
+        try:
+            numbers[name] = int(query.get(name, ""))
+        except ValueError:
+            raise ApiError(400, "bad-request", f"session {name} is not an integer") from None
+    session = {"client": query["client"], **numbers}
+    try:
+        request_of({"session": session})
+    except MetastoreError as err:
+        raise ApiError(400, "bad-request", str(err)) from None
+    return session
 
 
 def _timeout(request: web.Request) -> float:

@@ -26,6 +26,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from ember import clock
 from ember.api import ApiError, json_object
 from ember.metastore.client import MetaClient, MetaRefused, MetaUnavailable
 from ember.metastore.machine import MetastoreMachine
@@ -51,7 +52,11 @@ class ControlPlane:
         self.runtime = runtime
         cfg = runtime.cfg
         self.meta_service = MetaService(runtime, machine)
-        self.meta = MetaClient([cfg.peers[n].http_url for n in cfg.meta_nodes])
+        # A process is one client of the metastore's sessions: the node id and
+        # the wall clock at start tell a restarted node's process from its last.
+        client_id = f"{cfg.node_id}@{int(clock.wall() * 1e9)}"
+        self.meta = MetaClient([cfg.peers[n].http_url for n in cfg.meta_nodes],
+                               client_id=client_id)  # fmt: skip
         self.peers = Peers(runtime)
         self.driver = PlacementDriver(runtime, self.meta, self.peers)
         self.agent = PrimaryAgent(runtime, self.meta, self.peers)
