@@ -21,7 +21,15 @@ is switched on by name in the plan (option `meta_traffic`, flag
   below it (to be refused, naming the compact revision) and one not
   written yet;
 - `watch-key`: probes of a single key rather than the prefix;
-- `watch-slow`: watches whose consumer reads the stream slowly.
+- `watch-slow`: watches whose consumer reads the stream slowly;
+- `resend` (ember only): writes carry the worker's client session
+  (ember/metastore/sessions.py) and one whose outcome is unknown is sent
+  again with the same session numbers, to the next node, up to RESENDS
+  times; its completion is what the last attempt was answered (unknown if
+  any attempt's outcome was and none answered). The checkers then judge
+  whether the resent writes applied once: a put applied twice, or a
+  guarded invoke that answers a failed compare against its own write, is a
+  linearizability or revision anomaly. etcd's API has no client sessions.
 
 The op stream and the watch stream learn from different completions; they
 share a `Known` (the newest revision any completion reported, the highest
@@ -37,12 +45,14 @@ from typing import Any
 
 KINDS = (
     "delete", "range", "compact", "compare-mod", "watch-now", "watch-past",
-    "watch-compaction", "watch-compacted", "watch-future", "watch-key", "watch-slow",
+    "watch-compaction", "watch-compacted", "watch-future", "watch-key", "watch-slow", "resend",
 )  # fmt: skip
 PROBES = ("watch-now", "watch-past", "watch-compaction", "watch-compacted", "watch-future")
 # What ember's plans sent before the kinds could be chosen: their default still.
 EMBER_DEFAULT = ("delete", "range")
 EMBER_KINDS = tuple(k for k in KINDS if k != "compare-mod")  # see compare-mod above
+ETCD_KINDS = tuple(k for k in KINDS if k != "resend")  # see resend above
+RESENDS = 2  # attempts after the first, for a write whose outcome is unknown
 PROBE_SHARE = 0.4  # of watches, when probes are on: the rest resume the chain
 SLOW_SHARE = 0.3  # of watches, when slow consumers are on
 SLOW_READ_S = 0.05  # a slow consumer's pause after each line it reads

@@ -38,9 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlencode
 
 import aiohttp
 
@@ -50,6 +52,7 @@ from workloads import meta_traffic
 from workloads.generator import Completion, Context, Event, Fn, Generator, Op, Result
 from workloads.meta_traffic import SLOW_READ_S, Known
 
+log = logging.getLogger(__name__)
 PREFIX = "m/"
 DEFAULT_KEYS = 4
 VALUES = 4
@@ -266,20 +269,48 @@ def _reply(out: Outcome, node_of: Mapping[str, str], value: Any = None) -> Reply
 
 
 class EmberMetaWorker:
-    """Runs metastore ops against ember's /meta API (follows 421 to the leader)."""
+    """Runs metastore ops against ember's /meta API (follows 421 to the leader).
 
-    def __init__(self, client: EmberClient, node_of: Mapping[str, str]) -> None:
-        self.client, self.node_of = client, node_of
+    Given a `session` (a client id unique in the cluster: traffic `resend`,
+    workloads/meta_traffic.py), every write carries it with its own number,
+    and one whose outcome is unknown is sent again with the same number."""
+
+    def __init__(
+        self, client: EmberClient, node_of: Mapping[str, str], session: str | None = None
+    ) -> None:
+        self.client, self.node_of, self.session = client, node_of, session
         self._leader: str | None = None
+        self._seq = 0  # the thread runs one op at a time: the only one open is the last
 
-    async def _call(self, op: str, body: dict[str, Any]) -> Outcome:
-        out = await self.client.request("POST", f"/meta/{op}", body, base=self._leader)
+    async def _call(self, op: str, body: dict[str, Any], query: str = "") -> Outcome:
+        path = f"/meta/{op}?{query}" if query else f"/meta/{op}"
+        out = await self.client.request("POST", path, body, base=self._leader)
         if out.ok:
             self._leader = out.url
         elif out.status is None or out.status >= 500:
             self._leader = None  # down or leaderless: the next call starts elsewhere
             self.client._next += 1
         return out
+
+    async def _write(self, op: str, body: dict[str, Any]) -> Outcome:
+        """A write, sent again while its outcome is unknown when in a session."""
+        if self.session is None:
+            return await self._call(op, body)
+        self._seq += 1
+        query = urlencode({"client": self.session, "seq": self._seq, "lowest_open": self._seq})
+        out = await self._call(op, body, query)
+        maybe, resends = out.type == "unknown", 0
+        while maybe and not out.ok and resends < meta_traffic.RESENDS:
+            resends += 1
+            out = await self._call(op, body, query)
+        if resends:
+            log.info("metastore %s %d of %s sent %d more time(s) after an unknown outcome: "
+                     "%s", op, self._seq, self.session, resends, out.error or out.type)  # fmt: skip
+        if out.ok or not maybe:
+            return out
+        # An earlier attempt may have applied, whatever the last one was told.
+        error = f"{out.error} (after an attempt whose outcome is unknown)"
+        return Outcome("unknown", None, error, out.status, out.url)
 
     async def invoke(self, op: Op) -> Reply:
         """get / put / delete / invoke / range / compact; anything else is a harness bug (info)."""
@@ -288,7 +319,7 @@ class EmberMetaWorker:
             body: dict[str, Any] = {"key": key}
             if op.f == "put":
                 body["value"] = op.value
-            out = await self._call(op.f, body)
+            out = await (self._call if op.f == "get" else self._write)(op.f, body)
             v = out.value if isinstance(out.value, dict) else {}
             if op.f == "get":
                 got = {k: v.get(k) for k in ("value", "mod_revision", "revision")}
@@ -297,12 +328,12 @@ class EmberMetaWorker:
                 return _reply(out, self.node_of, {k: v.get(k) for k in ("revision", "deleted")})
             return _reply(out, self.node_of, v.get("revision"))
         if op.f == "invoke":
-            out = await self._call("invoke", dict(op.value))
+            out = await self._write("invoke", dict(op.value))
             v = out.value if isinstance(out.value, dict) else {}
             return _reply(out, self.node_of, {"succeeded": v.get("succeeded"),
                                                "revision": v.get("revision")})  # fmt: skip
         if op.f == "compact":
-            out = await self._call("compact", {"revision": int(op.value["revision"])})
+            out = await self._write("compact", {"revision": int(op.value["revision"])})
             v = out.value if isinstance(out.value, dict) else {}
             return _reply(out, self.node_of, {"compact_revision": v.get("compact_revision"),
                                                "revision": v.get("revision")})  # fmt: skip

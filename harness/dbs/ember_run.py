@@ -126,9 +126,10 @@ def workers(
     if meta_on:
         threads = list(range(n + 3, n + 3 + META_THREADS))
         kinds["meta"] = threads
+        sessions = _meta_sessions(plan)
         for t in threads:
             clients.append(EmberClient(url_list, partitions=db.partitions))
-            workers[t] = EmberMetaWorker(clients[-1], node_of)
+            workers[t] = EmberMetaWorker(clients[-1], node_of, sessions(t))
         meta_urls = [urls[m] for m in _meta_nodes(db)]
         watcher = EmberWatchWorker(meta_urls, node_of, plan.rng("watch-nodes"))
         clients.append(watcher)
@@ -138,6 +139,20 @@ def workers(
         kinds["nemesis"] = ["nemesis"]
         workers["nemesis"] = nemesis_worker
     return kinds, workers, clients
+
+
+def _meta_sessions(plan: plans.Plan) -> Callable[[int], str | None]:
+    """Each metastore thread's client session when the plan resends writes
+    (traffic `resend`), else None. The cluster's data is wiped at setup, so a
+    run's ids only need to differ from each other; the seeded part keeps a
+    simulated run replayable."""
+    from workloads import meta_traffic
+
+    traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
+    if "resend" not in traffic:
+        return lambda _thread: None
+    run = plan.rng("meta-sessions").getrandbits(32)
+    return lambda thread: f"faultline-{run:08x}-t{thread}"
 
 
 def _meta_nodes(db: EmberDB) -> list[str]:

@@ -76,7 +76,7 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
     out = dict(gens)
     if "metastore" in plan.workload:
         keys = int(plan.options.get("keys", meta.DEFAULT_KEYS))
-        traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.KINDS)
+        traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.ETCD_KINDS)
         mix = [*meta.BASIC_MIX, *((f, w) for f, w in meta.FULL_MIX
                                   if f in traffic and f not in dict(meta.BASIC_MIX))]  # fmt: skip
         ops, watch = meta.metastore_streams(plan.rng, keys, mix, traffic)
@@ -144,8 +144,8 @@ SYSTEM: System[EtcdDB] = System(
     # One group, no placement driver, no primaries: its leader is the one role.
     roles=("group-leader",),
     # Nothing but the workload writes etcd: every kind can be judged, and is sent.
-    meta_traffic=meta_traffic.KINDS,
-    default_meta_traffic=meta_traffic.KINDS,
+    meta_traffic=meta_traffic.ETCD_KINDS,
+    default_meta_traffic=meta_traffic.ETCD_KINDS,
     # Crashes during compaction and defragmentation: where etcd's robustness
     # tests found their bugs, so its default plan has them.
     maintenance_in_mix=True,
