@@ -25,11 +25,13 @@ is switched on by name in the plan (option `meta_traffic`, flag
 - `resend` (ember only): writes carry the worker's client session
   (ember/metastore/sessions.py) and one whose outcome is unknown is sent
   again with the same session numbers, to the next node, up to RESENDS
-  times; its completion is what the last attempt was answered (unknown if
-  any attempt's outcome was and none answered). The checkers then judge
-  whether the resent writes applied once: a put applied twice, or a
-  guarded invoke that answers a failed compare against its own write, is a
-  linearizability or revision anomaly. etcd's API has no client sessions.
+  times, RESEND_PAUSE_S and then twice that apart (time for an election);
+  its completion is what the last attempt was answered (unknown if any
+  attempt's outcome was and none answered). Plain puts then write values
+  no other write has, so a put applied twice is seen again after a later
+  write to its key, which no order explains: the linearizability checker
+  judges whether resent writes applied once. etcd's API has no client
+  sessions.
 
 The op stream and the watch stream learn from different completions; they
 share a `Known` (the newest revision any completion reported, the highest
@@ -53,6 +55,7 @@ EMBER_DEFAULT = ("delete", "range")
 EMBER_KINDS = tuple(k for k in KINDS if k != "compare-mod")  # see compare-mod above
 ETCD_KINDS = tuple(k for k in KINDS if k != "resend")  # see resend above
 RESENDS = 2  # attempts after the first, for a write whose outcome is unknown
+RESEND_PAUSE_S = 0.5  # before the first resend; twice that before the second
 PROBE_SHARE = 0.4  # of watches, when probes are on: the rest resume the chain
 SLOW_SHARE = 0.3  # of watches, when slow consumers are on
 SLOW_READ_S = 0.05  # a slow consumer's pause after each line it reads

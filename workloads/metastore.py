@@ -102,6 +102,7 @@ class MetastoreOps(Generator):
         self.traffic = traffic
         self.known = known or Known()
         self.compact_next = False  # a delete just completed: compact right after it
+        self.puts = 0
         self.gen = Fn(self._make, rng)
 
     @property
@@ -118,7 +119,13 @@ class MetastoreOps(Generator):
         if f == "get":
             return Op(f="get", key=key)
         if f == "put":
-            return Op(f="put", key=key, value=r.randrange(VALUES))
+            written = r.randrange(VALUES)
+            if "resend" in self.traffic:
+                # A value no other write has: a resent put applied twice is then
+                # seen again after a later write to its key, which no order explains.
+                self.puts += 1
+                written = VALUES + self.puts
+            return Op(f="put", key=key, value=written)
         if f == "delete":
             return Op(f="delete", key=key)
         if f == "compact":
@@ -284,7 +291,9 @@ class EmberMetaWorker:
 
     async def _call(self, op: str, body: dict[str, Any], query: str = "") -> Outcome:
         path = f"/meta/{op}?{query}" if query else f"/meta/{op}"
-        out = await self.client.request("POST", path, body, base=self._leader)
+        urls = self.client.urls
+        base = self._leader or urls[self.client._next % len(urls)]
+        out = await self.client.request("POST", path, body, base=base)
         if out.ok:
             self._leader = out.url
         elif out.status is None or out.status >= 500:
@@ -302,6 +311,7 @@ class EmberMetaWorker:
         maybe, resends = out.type == "unknown", 0
         while maybe and not out.ok and resends < meta_traffic.RESENDS:
             resends += 1
+            await asyncio.sleep(meta_traffic.RESEND_PAUSE_S * resends)  # a new leader, maybe
             out = await self._call(op, body, query)
         if resends:
             log.info("metastore %s %d of %s sent %d more time(s) after an unknown outcome: "

@@ -5,6 +5,7 @@ attempt was answered, unknown if none answered after an unknown one."""
 from __future__ import annotations
 
 import asyncio
+import random
 from typing import Any, cast
 from urllib.parse import parse_qs, urlsplit
 
@@ -15,10 +16,15 @@ from harness import plan as plans
 from harness.dbs.ember_run import _meta_sessions
 from harness.dbs.etcd_run import SYSTEM as ETCD
 from workloads import meta_traffic
-from workloads.generator import Op
-from workloads.metastore import EmberMetaWorker
+from workloads.generator import Context, Op
+from workloads.metastore import FULL_MIX, VALUES, EmberMetaWorker, MetastoreOps
 
 URL = "http://n1"
+
+
+@pytest.fixture(autouse=True)
+def _no_pause(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(meta_traffic, "RESEND_PAUSE_S", 0.0)
 
 
 class _Client:
@@ -27,10 +33,13 @@ class _Client:
     def __init__(self, *kinds: str) -> None:
         self.kinds = list(kinds)
         self.sent: list[tuple[str, Any]] = []
+        self.bases: list[str | None] = []
+        self.urls = [URL, "http://n2", "http://n3"]
         self._next = 0
 
     async def request(self, method: str, path: str, body: Any, *, base: str | None) -> Outcome:
         self.sent.append((path, body))
+        self.bases.append(base)
         kind = self.kinds.pop(0)
         value = {"revision": 7, "succeeded": True} if kind == "ok" else None
         error = None if kind == "ok" else f"{kind} answer"
@@ -98,3 +107,24 @@ def test_a_compaction_is_a_write(kind: str) -> None:
     client = _Client(kind, "ok")
     _run(client, Op(f="compact", key="m/", value={"revision": 3}))
     assert _sessions(client)[0]["seq"] == ["1"]
+
+
+def test_after_a_failure_the_next_attempt_goes_to_the_next_node() -> None:
+    """Not back to the first URL each time: a dead first node would fail every op."""
+    client = _Client("unknown", "unknown", "ok")
+    _run(client, PUT)
+    assert client.bases == [URL, "http://n2", "http://n3"]
+
+
+def test_with_resend_plain_puts_write_values_no_other_write_has() -> None:
+    def ops(traffic: frozenset[str]) -> list[Op]:
+        gen = MetastoreOps(random.Random(5), mix=FULL_MIX, traffic=traffic)
+        return [cast(Op, gen.op(Context(0, (0,), (0,)))) for _ in range(300)]
+
+    plain, resend = ops(frozenset()), ops(frozenset({"resend"}))
+    puts = [op.value for op in resend if op.f == "put"]
+    assert len(puts) == len(set(puts)) > 20
+    assert min(puts) >= VALUES  # beyond every value an invoke writes or compares
+    # Only the values differ: the same ops, keys and invokes otherwise.
+    assert [(op.f, op.key) for op in plain] == [(op.f, op.key) for op in resend]
+    assert all(op.value < VALUES for op in plain if op.f == "put")
