@@ -58,6 +58,8 @@ KNOWN: dict[str, str] = {
     "renews its lease while its own wall clock says the lease is still valid",
     "rebalance.primary-ignores-lease": "planted: a primary acts on (and keeps its jobs) "
     "after its lease ran out or was taken over",
+    "metastore.ignore-sessions": "planted: a metastore write's client session is dropped "
+    "where it is received, so a write sent again after an unknown outcome applies again",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

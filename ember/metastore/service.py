@@ -79,7 +79,7 @@ class MetaService:
             body = await json_object(request)
             cmd = {"op": op, "spec": body} if op == "invoke" else {**body, "op": op}
             session = _session(request)
-            if session is not None:
+            if session is not None and not self.runtime.failpoints.hit("metastore.ignore-sessions"):
                 cmd["session"] = session
             return _json(await self.execute(cmd, _timeout(request)))
 

@@ -14,6 +14,7 @@ what it remembers.
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -23,6 +24,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from ember.api import json_errors
+from ember.failpoints import Failpoints
 from ember.metastore.client import MetaClient, MetaUnavailable
 from ember.metastore.machine import MetastoreMachine
 from ember.metastore.service import MetaService
@@ -39,6 +41,7 @@ class _Runtime:
     id = "n1"
 
     def __init__(self, machine: MetastoreMachine, lose: int) -> None:
+        self.failpoints = Failpoints(random.Random(0))
         self.machine = machine
         self.lose = lose
         self.applied: list[bytes] = []
