@@ -38,6 +38,7 @@ from harness.progress import Progress, RunStatus
 from harness.runner import EXIT_INVALID, EXIT_UNKNOWN, RunNotStartedError, RunOutcome, run
 from harness.store import DEFAULT_ROOT
 from nemesis.generator import FAULT_KINDS, MODES, PHASES
+from workloads.meta_traffic import KINDS as TRAFFIC_KINDS
 
 DEFAULT_NODES = 5
 
@@ -216,9 +217,7 @@ def add_plan_flags(p: argparse.ArgumentParser, default_backend: str | None) -> N
                    help="switch an ember failpoint on at every node from the start")  # fmt: skip
     p.add_argument("--meta-traffic", metavar="KINDS",
                    help="metastore traffic beyond get/put/invoke: all, none, or a list of "
-                   "delete, range, compact, compare-mod, watch-now, watch-past, "
-                   "watch-compaction, watch-compacted, watch-future, watch-key, watch-slow "
-                   "(default: the system's own)")  # fmt: skip
+                   f"{', '.join(TRAFFIC_KINDS)} (default: the system's own)")  # fmt: skip
     p.add_argument("--db-setting", action="append", metavar="KEY=VALUE",
                    help="an ember setting (TOML key), e.g. election_timeout_ticks=40")  # fmt: skip
     p.add_argument("--time-limit", type=_positive(float, "--time-limit"), default=60.0,
