@@ -25,8 +25,9 @@ from typing import Any
 
 import aiohttp
 
+from ember.metastore.sessions import READS
+
 log = logging.getLogger(__name__)
-READS = frozenset({"get", "range"})  # repeating one changes nothing: no session
 
 
 class MetaUnavailable(Exception):  # noqa: N818 -- reads as the state it reports

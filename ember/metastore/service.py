@@ -34,7 +34,7 @@ from aiohttp import web
 
 from ember.api import ApiError, json_object
 from ember.metastore.machine import MetastoreMachine, encode
-from ember.metastore.sessions import STALE, request_of
+from ember.metastore.sessions import READS, STALE, request_of
 from ember.metastore.state import Compacted, Event, MetastoreError
 from ember.raft import NotLeader
 from ember.runtime import NodeRuntime, NodeStopping, OutcomeUnknown, ProposalDropped
@@ -79,7 +79,12 @@ class MetaService:
             body = await json_object(request)
             cmd = {"op": op, "spec": body} if op == "invoke" else {**body, "op": op}
             session = _session(request)
-            if session is not None and not self.runtime.failpoints.hit("metastore.ignore-sessions"):
+            # A read sent again changes nothing: its (perhaps large) answer is not kept.
+            if (
+                session is not None
+                and op not in READS
+                and not self.runtime.failpoints.hit("metastore.ignore-sessions")
+            ):
                 cmd["session"] = session
             return _json(await self.execute(cmd, _timeout(request)))
 

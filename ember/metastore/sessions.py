@@ -38,6 +38,7 @@ from ember.metastore.state import MetastoreError
 SESSION_RETAIN = 100_000  # entries since a client's last write before it is forgotten
 SWEEP_EVERY = 1024  # entries between sweeps for forgotten clients
 STALE = "stale-request"
+READS = frozenset({"get", "range"})  # repeating one changes nothing: no session
 
 
 class Request(msgspec.Struct, frozen=True):
@@ -64,8 +65,8 @@ def request_of(cmd: dict[str, Any]) -> Request | None:
     if not isinstance(raw, dict):
         raise MetastoreError(f"session must be an object {{client, seq, lowest_open}}: {raw!r}")
     client, seq, lowest = raw.get("client"), raw.get("seq"), raw.get("lowest_open")
-    if not isinstance(client, str) or not client or len(client) > 200:
-        raise MetastoreError(f"session client must be a non-empty string: {client!r}")
+    if not isinstance(client, str) or not 0 < len(client) <= 200:
+        raise MetastoreError(f"session client must be a string of 1 to 200 characters: {client!r}")
     if _count(seq) and _count(lowest) and lowest <= seq:
         return Request(client, seq, lowest)
     raise MetastoreError(

@@ -137,8 +137,10 @@ def test_reads_carry_no_session_and_writes_number_on() -> None:
     assert machine.state.revision == 2
 
 
-async def _post_all(paths: list[str]) -> list[tuple[int, dict[str, Any]]]:
-    """Raw POSTs of a put to one served machine, in turn."""
+async def _post_all(
+    paths: list[str], body: dict[str, Any] | None = None
+) -> tuple[list[tuple[int, dict[str, Any]]], MetastoreMachine]:
+    """Raw POSTs (of a put, unless `body`) to one served machine, in turn."""
     machine = MetastoreMachine()
     app = web.Application(middlewares=[json_errors])
     MetaService(cast(Any, _Runtime(machine, lose=0)), machine).add_routes(app)
@@ -148,15 +150,16 @@ async def _post_all(paths: list[str]) -> list[tuple[int, dict[str, Any]]]:
     try:
         async with aiohttp.ClientSession() as http:
             for path in paths:
-                async with http.post(server.make_url(path), json={"key": "k", "value": 1}) as r:
+                sent = body if body is not None else {"key": "k", "value": 1}
+                async with http.post(server.make_url(path), json=sent) as r:
                     answers.append((r.status, await r.json()))
     finally:
         await server.close()
-    return answers
+    return answers, machine
 
 
 def test_the_session_in_the_query_is_checked_and_a_stale_copy_refused() -> None:
-    answers = asyncio.run(
+    answers, _ = asyncio.run(
         _post_all(
             [
                 "/meta/put?client=c1&seq=two&lowest_open=1",
@@ -173,6 +176,16 @@ def test_the_session_in_the_query_is_checked_and_a_stale_copy_refused() -> None:
     assert "lowest_open <= seq" in bad_order[1]["message"]
     assert applied == (200, {"revision": 1})
     assert (stale[0], stale[1]["error"], stale[1]["outcome"]) == (409, "stale-request", "fail")
+
+
+def test_a_read_in_a_session_is_not_remembered() -> None:
+    """A read sent again changes nothing, so its answer (a range may be large)
+    is not kept for repeats."""
+    answers, machine = asyncio.run(
+        _post_all(["/meta/range?client=c1&seq=1&lowest_open=1"], {"prefix": "k"})
+    )
+    assert answers[0][0] == 200
+    assert machine.sessions.clients == {}
 
 
 class _NoConnection:

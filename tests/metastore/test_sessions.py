@@ -81,7 +81,7 @@ def test_idle_clients_are_forgotten_at_the_same_entry_everywhere(
     ("session", "says"),
     [
         ("c1", "session must be an object"),
-        ({"client": "", "seq": 1, "lowest_open": 1}, "client must be a non-empty string"),
+        ({"client": "", "seq": 1, "lowest_open": 1}, "client must be a string of 1 to 200"),
         ({"client": "c1", "seq": 0, "lowest_open": 1}, "1 <= lowest_open <= seq"),
         ({"client": "c1", "seq": 2, "lowest_open": 3}, "1 <= lowest_open <= seq"),
         ({"client": "c1", "seq": True, "lowest_open": 1}, "1 <= lowest_open <= seq"),
