@@ -220,6 +220,9 @@ def check(
     reasons = [
         f"{name}: {r.error or 'undecided'}" for name, r in results.items() if r.valid == "unknown"
     ]
+    # What a checker saw and did not count (figures["notes"]) is said, never dropped.
+    reasons += [f"{name}: {note}" for name, r in results.items()
+                for note in r.figures.get("notes") or ()]  # fmt: skip
     seed = plan.get("seed")
     return Result(
         valid=merge_validity(r.valid for r in results.values()),

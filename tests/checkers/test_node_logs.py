@@ -87,6 +87,33 @@ def test_etcd_s_errors_and_exits_are_what_faults_and_operators_cause_its_panics_
     assert levels == {"I": 1, "E": 1, "WARN": 1, "ERROR": 1, "FATAL": 1, "PANIC": 1, "C": 1}
 
 
+def test_a_known_upstream_panic_is_named_with_its_issue_and_not_counted() -> None:
+    """etcd-io/etcd#21966, as a CI run's etcd membership test met it on n4: the
+    member being removed panicked on a status call. Said in the summary with
+    the issue; another panic on the same node still counts."""
+    removed = [
+        json.dumps({"level": "panic", "caller": "membership/cluster.go:813",
+                    "msg": "failed to find local ID in cluster members"}),
+        "panic: failed to find local ID in cluster members",
+        "",
+        "goroutine 461 [running]:",
+    ]  # fmt: skip
+    ok = check({"name": "t", "nodes": ["n4"]}, [], logs={"n4": removed})
+    logs = ok.checkers["logs"]
+    assert logs.valid is True
+    assert logs.figures["known_upstream"] == [
+        {"node": "n4", "issue": "https://github.com/etcd-io/etcd/issues/21966", "lines": [1, 2]}
+    ]
+    (said,) = [r for r in ok.reasons if r.startswith("logs: ")]
+    assert "known upstream defect on n4 (log lines 1, 2), not counted" in said
+    assert "etcd-io/etcd/issues/21966" in said
+    other = NodeLogsChecker().check(
+        CheckContext(logs={"n4": [*removed, "panic: runtime error: index out of range"]})
+    )
+    assert other.valid is False
+    assert [a.events[0]["line"] for a in other.anomalies] == [5]
+
+
 def test_the_checker_reports_h1_per_node_and_caps_a_flood() -> None:
     error = f"{T} ERROR ember.api: unexpected error in POST /kv/k"
     ctx = CheckContext(logs={"n1": CLEAN_EMBER, "n2": [error] * (MAX_ANOMALIES_PER_NODE + 5)})
