@@ -167,11 +167,14 @@ class NodeLogsChecker:
         for node, lines in sorted(logs.items()):
             found, levels = scan(lines)
             by_level[node] = dict(sorted(levels.items()))
+            unexpected = []
             for f in found:
                 issue = known_issue(f.text)
-                if issue is not None:
+                if issue is None:
+                    unexpected.append(f)
+                else:
                     known.setdefault((node, issue), []).append(f.line)
-            found = [f for f in found if known_issue(f.text) is None]
+            found = unexpected
             if found:
                 per_node[node] = len(found)
             for f in found[:MAX_ANOMALIES_PER_NODE]:
@@ -181,15 +184,12 @@ class NodeLogsChecker:
         # as the audit checkers judge the events.jsonl there are.
         planned = ctx.plan.get("nodes")
         unread = sorted(set(planned) - set(logs)) if isinstance(planned, list) else []
-        upstream = [
-            {"node": node, "issue": issue.issue, "lines": lines}
-            for (node, issue), lines in sorted(known.items(), key=lambda kv: kv[0][0])
-        ]
-        notes = [
-            f"known upstream defect on {node} (log lines {', '.join(map(str, lines))}), "
-            f"not counted: {issue.issue}: {issue.what}"
-            for (node, issue), lines in sorted(known.items(), key=lambda kv: kv[0][0])
-        ]
+        # Nodes were read in order, so `known` is in node order already.
+        upstream = [{"node": node, "issue": issue.issue, "lines": lines}
+                    for (node, issue), lines in known.items()]  # fmt: skip
+        notes = [f"known upstream defect on {node} (log lines {', '.join(map(str, lines))}), "
+                 f"not counted: {issue.issue}: {issue.what}"
+                 for (node, issue), lines in known.items()]  # fmt: skip
         said = {"known_upstream": upstream, "notes": notes} if upstream else {}
         return verdict(self.name, anomalies, nodes=len(logs), by_level=by_level, found=per_node,
                        unread=unread, **said)  # fmt: skip

@@ -263,8 +263,9 @@ class EmberClient:
         base: str | None = None,
         partition: int | None = None,
     ) -> Outcome:
-        """Send one request (following 421 redirects) and classify the outcome."""
-        url = base or self.urls[0]
+        """Send one request (following 421 redirects) and classify the outcome;
+        without `base`, to the node the client's rotation is at (a failure moves it on)."""
+        url = base or self.urls[self._next % len(self.urls)]
         for _ in range(self.max_redirects + 1):
             out, leader_url = await self._once(method, url, path, body)
             if leader_url is None:

@@ -291,9 +291,7 @@ class EmberMetaWorker:
 
     async def _call(self, op: str, body: dict[str, Any], query: str = "") -> Outcome:
         path = f"/meta/{op}?{query}" if query else f"/meta/{op}"
-        urls = self.client.urls
-        base = self._leader or urls[self.client._next % len(urls)]
-        out = await self.client.request("POST", path, body, base=base)
+        out = await self.client.request("POST", path, body, base=self._leader)
         if out.ok:
             self._leader = out.url
         elif out.status is None or out.status >= 500:

@@ -39,7 +39,8 @@ class _Client:
 
     async def request(self, method: str, path: str, body: Any, *, base: str | None) -> Outcome:
         self.sent.append((path, body))
-        self.bases.append(base)
+        # Where EmberClient.request sends it (tested below against the real client).
+        self.bases.append(base or self.urls[self._next % len(self.urls)])
         kind = self.kinds.pop(0)
         value = {"revision": 7, "succeeded": True} if kind == "ok" else None
         error = None if kind == "ok" else f"{kind} answer"
@@ -128,3 +129,18 @@ def test_with_resend_plain_puts_write_values_no_other_write_has() -> None:
     # Only the values differ: the same ops, keys and invokes otherwise.
     assert [(op.f, op.key) for op in plain] == [(op.f, op.key) for op in resend]
     assert all(op.value < VALUES for op in plain if op.f == "put")
+
+
+def test_the_client_without_a_base_sends_where_its_rotation_is() -> None:
+    """Nothing listens on these loopback ports: each request is refused, and
+    its outcome names the URL it went to."""
+    from ember.client import EmberClient
+
+    async def sent_to() -> list[str | None]:
+        async with EmberClient(["http://127.0.0.1:9", "http://127.0.0.1:13"]) as client:
+            first = await client.request("POST", "/meta/get", {"key": "m/1"})
+            client._next += 1
+            second = await client.request("POST", "/meta/get", {"key": "m/1"})
+            return [first.url, second.url]
+
+    assert asyncio.run(sent_to()) == ["http://127.0.0.1:9", "http://127.0.0.1:13"]
