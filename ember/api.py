@@ -34,7 +34,7 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from ember.failpoints import FailpointError
+from ember.failpoints import FailpointError, Failpoints
 from ember.kv import Command, KvTable, NotProposed, ResultUnknown
 from ember.raft import (
     ChangeBusy,
@@ -148,6 +148,42 @@ async def json_errors(request: web.Request, handler: Handler) -> web.StreamRespo
         return _json(body, 500)
 
 
+# The routes whose success answer `http.drop-reply` may swallow: what a client
+# asks to read or change. Not the watch (a stream already sent when its
+# handler returns), nor status, health or the failpoints themselves, so the
+# harness can still see the node and switch the fault off.
+DROPPABLE_PREFIXES = ("/kv/", "/meta/", "/admin/zones/", "/admin/cancel-rebalance")
+UNDROPPABLE = frozenset({"/meta/watch"})
+
+
+def drop_replies(failpoints: Failpoints) -> Any:
+    """Middleware for the `http.drop-reply` failpoint: the request is served
+    in full, then its connection is closed before the answer goes out, so the
+    client learns nothing of an outcome the node reached (an unknown one,
+    where exactly-once writes and the checkers' handling of `info` are tried).
+    Error answers pass: the fault is a lost success, not a refused request."""
+
+    @web.middleware
+    async def middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+        response = await handler(request)
+        if (
+            failpoints.any_enabled
+            and response.status < 300
+            and request.path.startswith(DROPPABLE_PREFIXES)
+            and request.path not in UNDROPPABLE
+            and failpoints.hit("http.drop-reply") is not None
+            and request.transport is not None
+        ):
+            log.info("failpoint http.drop-reply: %s %s served; its %d answer is dropped",
+                     request.method, request.path_qs, response.status)  # fmt: skip
+            # Closed before aiohttp writes: writing to a closing transport is
+            # the ConnectionError aiohttp takes for a client gone, quietly.
+            request.transport.close()
+        return response
+
+    return middleware
+
+
 class Api:
     """The route handlers over one node's runtime and KV table."""
 
@@ -160,7 +196,10 @@ class Api:
 
     def app(self) -> web.Application:
         """The aiohttp application with every route."""
-        app = web.Application(middlewares=[json_errors], client_max_size=4 << 20)
+        app = web.Application(
+            middlewares=[drop_replies(self.runtime.failpoints), json_errors],
+            client_max_size=4 << 20,
+        )
         app.add_routes(
             [
                 web.get("/health", self.health),

@@ -40,6 +40,8 @@ KNOWN: dict[str, str] = {
     "raft.append.drop": "drop AppendEntries to `peer` with `probability`",
     "raft.message.drop": "drop every outgoing Raft message to `peer` with `probability`",
     "snapshot.install.slow": "hold an incoming InstallSnapshot for `delay_ms` before stepping it",
+    "http.drop-reply": "serve a client's request (/kv, /meta, the zone admin routes) and, "
+    "with `probability`, close its connection instead of sending a success answer",
     "rebalance.cancel-without-revision-guard": "planted: write a cancel without checking "
     "that pending is the revision it names",
     "rebalance.ignore-last-seen": "planted: a primary acts on requests older than its last seen",

@@ -45,3 +45,35 @@ def test_dropping_appends_to_a_peer_holds_it_back_until_disabled(
     cluster.wait_for(caught_up, f"{lagger} to catch up")
     kinds = [(e["name"], e["enabled"]) for e in cluster.events(leader) if e["kind"] == "failpoint"]
     assert kinds == [("raft.append.drop", True), ("raft.append.drop", False)]
+
+
+def test_a_dropped_reply_leaves_the_write_applied_and_its_outcome_unknown(
+    make_cluster: MakeCluster,
+) -> None:
+    """http.drop-reply: the leader serves the put in full and closes the
+    connection instead of answering, so the client reports it unknown while
+    the value is there; status and error answers still come, and once the
+    failpoint is off every answer comes again."""
+    cluster = make_cluster(["n1", "n2", "n3"], extra=["--partitions", "1"])
+    cluster.start_all()
+    leader = cluster.wait_leader("part-0")
+    code, doc = cluster.call(leader, "POST", "/admin/failpoints/http.drop-reply", {})
+    assert code == 200, doc
+
+    async def put_then_bad() -> tuple[str, str]:
+        async with EmberClient([cluster.url(leader)], partitions=1) as c:
+            put = await c.put("lost", 7)
+            bad = await c.put("x" * 2000, 1)  # refused with 400: an error passes
+            return put.type, bad.type
+
+    assert asyncio.run(put_then_bad()) == ("unknown", "fail")
+    assert cluster.status(leader)["failpoints"] == ["http.drop-reply"]  # status is never dropped
+    assert cluster.call(leader, "DELETE", "/admin/failpoints/http.drop-reply")[0] == 200
+
+    async def read() -> object:
+        async with EmberClient([cluster.url(leader)], partitions=1) as c:
+            got = await c.get("lost")
+            assert got.type == "ok", got
+            return got.value
+
+    assert asyncio.run(read()) == 7
