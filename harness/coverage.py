@@ -40,6 +40,7 @@ ROLES_OF: dict[str, tuple[str, ...]] = {
     "slow": ("joining",),
     "clock": MIX_TARGETS,
     "compact-kill": MIX_TARGETS,
+    "drop-replies": MIX_TARGETS,
 }
 _ISOLATES = {"isolate-leader": "group-leader", "isolate-joining": "joining"}
 

@@ -415,6 +415,11 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
             f"--nemesis clock needs ember: it moves a node's clock through an offset file "
             f"ember follows ({plan.db} follows no such file)"
         )
+    if "drop-replies" in plan.nemesis and not getattr(system.make_db, "has_failpoints", True):
+        raise plans.PlanError(
+            f"--nemesis drop-replies needs ember: it loses answers through ember's "
+            f"http.drop-reply failpoint ({plan.db} has no failpoints)"
+        )
     if "compact-kill" in plan.nemesis:
         why = compact_kill_refusal(plan, system)
         if why:

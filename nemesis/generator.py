@@ -58,6 +58,21 @@ named (`--nemesis mix,compact-kill`), or mixed into `mix` for one fault in
 seven where the db asks for that (`mix_maintenance`: etcd's default plan),
 so a seed's ember schedule stays what it was.
 
+`drop-replies` makes one node (aimed at a role like a kill) serve client
+requests in full and lose a drawn share (`probability`, 0.1-0.5) of its
+success answers: the connection closes where the answer would go
+(ember's `http.drop-reply` failpoint, on every backend ember runs on). The
+client learns nothing of a write that took effect, the window where a
+write sent again applies twice unless the store has exactly-once
+sessions, and where a checker must place an `info` op. Aimed at the
+`meta-leader`, it loses the answers of the metastore's writes, the control
+plane's own included. It heals by switching the failpoint off. Drawn only
+when named (`--nemesis mix,drop-replies`), so no other seed's schedule
+moves; a db without failpoints (etcd) refuses it up front. The share stays
+at most a half: at 0.3-0.8, a write lost its answer on all three sends
+often enough (about 20 metastore writes a run) that the metastore's
+one-revision model could not decide 4 of 8 valid runs in its time limit.
+
 A plan narrows what is drawn with options: `nemesis_kinds` (which kinds),
 `nemesis_targets` (what kills and pauses aim at) and `nemesis_groupings`
 (which partition shapes: `halves`, `isolate-leader`, `isolate-joining`,
@@ -96,7 +111,9 @@ from workloads.generator import (
 )
 
 PRIMITIVES = ("partition", "kill", "pause", "slow")
-EXTRA_KINDS = ("clock", "compact-kill")  # not primitives: `mix` draws them where they apply
+# Not primitives: `mix` draws clock and compact-kill where they apply, and
+# drop-replies only when it is named.
+EXTRA_KINDS = ("clock", "compact-kill", "drop-replies")
 # A modest rate: a clock fault is rarely the cause, and other faults keep theirs.
 CLOCK_SHARE_IN_MIX = 0.1
 MAINTENANCE_SHARE_IN_MIX = 1 / 7  # compact-kill in a db's mix: one fault in seven
@@ -110,7 +127,8 @@ PHASES = ("catching-up", "joint", "stable", "done", "pending", "pending-open")
 # Plans that name no phases wait for the change-peers stages; `mix` for all.
 DEFAULT_PHASES = ("catching-up", "joint", "stable")
 HEAL_OF = {"partition": "heal-partition", "kill": "start", "pause": "resume", "slow": "heal-slow",
-           "clock": "heal-clock", "compact-kill": "start"}  # fmt: skip
+           "clock": "heal-clock", "compact-kill": "start",
+           "drop-replies": "heal-drop-replies"}  # fmt: skip
 MAINTENANCE_DELAY_MS = 20.0  # compact-kill: the kill lands 0 to this after the request
 MAINTENANCE_BACK = 3  # compact-kill: compact at the store's revision minus 0 to this
 CLOCK_MODES = ("bump", "strobe", "drift")
@@ -120,6 +138,7 @@ STALE_NS = NS_PER_S // 2
 MIX_DURATION_S = (1.0, 4.0)
 MIN_CYCLE_S = 2.0  # mix: at most one fault per this many seconds of the run
 PENDING_OPEN_DELAY_S = (0.1, 1.0)
+DROP_PROBABILITY = (0.1, 0.5)  # drop-replies: the share of success answers lost
 
 
 @dataclass(frozen=True)
@@ -396,6 +415,9 @@ class NemesisSchedule(Generator):
             value["action"] = self.rng.choice(self.maintenance)
             value["back"] = self.rng.randint(0, MAINTENANCE_BACK)
             value["delay_ms"] = round(self.rng.random() * MAINTENANCE_DELAY_MS, 1)
+        elif kind == "drop-replies":
+            low, high = DROP_PROBABILITY
+            value["probability"] = round(low + self.rng.random() * (high - low), 2)
         low, high = self.duration_s
         value["duration_s"] = round(low + self.rng.random() * (high - low), 3)
         if trigger is not None:

@@ -68,6 +68,9 @@ from workloads.generator import Op
 SLOW_DELAY_MS = 300.0
 SLOW_JITTER_MS = 50.0
 SLOW_RATE_KBIT = 128  # where neither netem nor failpoints exist: a throttled link
+SLOW_FAILPOINT = "raft.append.delay"
+DROP_FAILPOINT = "http.drop-reply"
+HEALS = frozenset(HEAL_OF.values())
 
 
 def applied(op: Op, value: dict[str, Any]) -> Reply:
@@ -95,7 +98,9 @@ class NemesisWorker:
         self.names = [n.name for n in self.nodes]
         self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
         self.slow_method: str | None = None
-        self.failpoints_tried = False  # a slow fault by failpoint was asked for, applied or not
+        # The failpoints a fault asked for, applied or not: heal-all switches
+        # each off on every node, whatever came of the asking.
+        self.failpoints_tried: set[str] = set()
         self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
         self.shell = Shell(control)  # kills and pauses: one round trip on an open channel
 
@@ -147,7 +152,7 @@ class NemesisWorker:
         v = dict(op.value or {})
         if op.f == "heal-all":
             return self.heal_everything()
-        if op.f in ("heal-partition", "start", "resume", "heal-slow", "heal-clock"):
+        if op.f in HEALS:
             return self._heal(str(v.get("kind")), v)
         rng = random.Random(v.get("seed", 0))
         started = time.time()
@@ -204,6 +209,8 @@ class NemesisWorker:
             return self._slow(node, extra)
         if kind == "clock":  # ember follows the offset file (nemesis.clock)
             return clock_fault(self.control, node, v), extra
+        if kind == "drop-replies":
+            return self._drop_replies(node, v, extra), extra
         raise ValueError(f"unknown fault kind {kind!r}")
 
     def _process_fault_running(self, kind: str, node: str, extra: dict[str, Any]) -> Fault:
@@ -268,24 +275,24 @@ class NemesisWorker:
             self.slow_method = "rate-limit"
             return fault, {**extra, "method": "rate-limit"}
         params = {"delay_ms": SLOW_DELAY_MS, "peer": node}
-        self.failpoints_tried = True  # heal-all switches them off everywhere, whatever came of it
+        self.failpoints_tried.add(SLOW_FAILPOINT)
         asked: list[str] = []
         try:
             for other in others:
                 # Asked counts before the answer: a node that does not answer
                 # in time may still have switched the failpoint on.
                 asked.append(other)
-                self.db.set_failpoint(other, "raft.append.delay", params)
+                self.db.set_failpoint(other, SLOW_FAILPOINT, params)
         except (ControlError, DBError, RuntimeError) as exc:
             # Half a slow fault must not outlive the error; what cannot be
             # switched off now waits for the heal-all sweep, and says so.
-            left = self._failpoints_off(asked)
+            left = self._failpoints_off(asked, SLOW_FAILPOINT)
             if left:
                 raise DBError(f"{exc}; raft.append.delay may stay on at {', '.join(left)} "
                               f"until heal-all") from None  # fmt: skip
             raise
         except BaseException:
-            self._failpoints_off(asked)
+            self._failpoints_off(asked, SLOW_FAILPOINT)
             raise
         self.slow_method = "failpoint"  # only once applied: the run's note says so
         fault = Fault(kind="slow", detail={"targets": {o: [node] for o in others}},
@@ -299,9 +306,15 @@ class NemesisWorker:
             return {**v, "healed": None}
         fault, extra = entry
         if kind == "slow" and extra.get("method") == "failpoint":
-            left = self._failpoints_off(list(fault.detail.get("targets", {})))
+            left = self._failpoints_off(list(fault.detail.get("targets", {})), SLOW_FAILPOINT)
             if left:
-                raise DBError(f"raft.append.delay not confirmed off on {', '.join(left)}: "
+                raise DBError(f"{SLOW_FAILPOINT} not confirmed off on {', '.join(left)}: "
+                              f"switched off again at heal-all")  # fmt: skip
+            return {**v, "healed": fault.as_value()}
+        if kind == "drop-replies":
+            node = str(fault.detail["node"])
+            if self._failpoints_off([node], DROP_FAILPOINT):
+                raise DBError(f"{DROP_FAILPOINT} not confirmed off on {node}: "
                               f"switched off again at heal-all")  # fmt: skip
             return {**v, "healed": fault.as_value()}
         healed = fault.heal(self.control)
@@ -316,20 +329,38 @@ class NemesisWorker:
         self.shell.close()
         heal_all(self.control)
         self.db.start(self.control, self.names)  # idempotent: restarts only the dead
-        if self.failpoints_tried:
-            left = self._failpoints_off(self.names)
+        for failpoint in sorted(self.failpoints_tried):
+            left = self._failpoints_off(self.names, failpoint)
             if left:
-                raise DBError(f"raft.append.delay not confirmed off on {', '.join(left)} after "
-                              f"heal-all: the quiet period may still be slowed there")  # fmt: skip
+                raise DBError(f"{failpoint} not confirmed off on {', '.join(left)} after "
+                              f"heal-all: the quiet period may still be faulted there")  # fmt: skip
         return {"healed": healed, "commands": {"*": ["heal_all", "start ember where not running"]}}
 
-    def _failpoints_off(self, names: Sequence[str]) -> list[str]:
-        """Switches the slow failpoint off on every one of `names`, each tried
-        even when another does not answer; returns those not confirmed off."""
+    def _drop_replies(self, node: str, v: dict[str, Any], extra: dict[str, Any]) -> Fault:
+        """`node` serves client requests and loses a share of its success
+        answers (ember's http.drop-reply failpoint); DBError if not switched on."""
+        if not getattr(self.db, "has_failpoints", True):
+            raise DBError(f"drop-replies needs the db's {DROP_FAILPOINT} failpoint; "
+                          f"this db has no failpoints")  # fmt: skip
+        params = {"probability": float(v.get("probability", 0.5))}
+        self.failpoints_tried.add(DROP_FAILPOINT)
+        try:
+            self.db.set_failpoint(node, DROP_FAILPOINT, params)
+        except BaseException:
+            # Not confirmed is not refused: the node may have switched it on.
+            self._failpoints_off([node], DROP_FAILPOINT)
+            raise
+        asked = f"POST /admin/failpoints/{DROP_FAILPOINT} {params}"
+        return Fault(kind="drop-replies", detail={"node": node, **params},
+                     commands={node: [asked]})  # fmt: skip
+
+    def _failpoints_off(self, names: Sequence[str], failpoint: str) -> list[str]:
+        """Switches `failpoint` off on every one of `names`, each tried even
+        when another does not answer; returns those not confirmed off."""
         left = []
         for node in names:
             try:
-                self.db.set_failpoint(node, "raft.append.delay", None)
+                self.db.set_failpoint(node, failpoint, None)
             except (ControlError, DBError, RuntimeError):
                 left.append(node)
         return left

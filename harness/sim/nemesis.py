@@ -7,9 +7,11 @@ SIGKILL (with a disk crash) and SIGSTOP (`compact-kill` is that kill, its
 delay in virtual time after the compaction request went out over the
 simulated network), slow catch-up delays the links
 toward the target (netem's 300 +- 50 ms; the completion's `method` is
-`wire`). Target resolution is `nemesis.targets.Resolver`'s, asking the
-nodes one after another in a seeded order instead of racing threads (so a
-seed picks the same holder every time); statuses are read in process, with
+`wire`), and drop-replies switches ember's `http.drop-reply` failpoint in
+the target's runtime, as the admin route would. Target resolution is
+`nemesis.targets.Resolver`'s, asking the nodes one after another in a
+seeded order instead of racing threads (so a seed picks the same holder
+every time); statuses are read in process, with
 no delay, and the placement document is fetched over the simulated network
 first when a role needs it. Faults apply inline on the loop: a fault aimed
 at a phase lands in the same virtual instant the phase was reported.
@@ -22,6 +24,7 @@ node writes it, instead of tailing files over SSH.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -30,13 +33,14 @@ from ember.audit import AuditLog
 from ember.sim.procs import Proc, current_proc
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
+from harness.db import DBError
 from harness.interpreter import Reply
 from harness.sim.db import SimEmberDB
 from nemesis import partition as part
 from nemesis.fault import Fault
 from nemesis.maintenance import ANSWER_WAIT_S, Call
 from nemesis.phase import PhaseWatcher
-from nemesis.schedule import SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker
+from nemesis.schedule import DROP_FAILPOINT, SLOW_DELAY_MS, SLOW_JITTER_MS, NemesisWorker
 from nemesis.targets import FETCH_TIMEOUT_S, Doc, Resolver, UnresolvedError
 from workloads.generator import Op
 
@@ -69,6 +73,7 @@ class SimNemesis(NemesisWorker):
         self.names = [n.name for n in self.nodes]
         self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
         self.slow_method: str | None = None
+        self.failpoints_tried: set[str] = set()
         self._placements: dict[str, Doc | None] = {}
         self.resolver = SequentialResolver(self.names, db.status, self._placement, db.groups)
 
@@ -192,6 +197,10 @@ class SimNemesis(NemesisWorker):
             node = str(fault.detail["node"])
             self.world.nodes[node].clock.reset()
             commands = {node: ["sim: wall clock in step again"]}
+        elif kind == "drop-replies":
+            node = str(fault.detail["node"])
+            self.sim_db.set_failpoint(node, DROP_FAILPOINT, None)
+            commands = {node: [f"DELETE /admin/failpoints/{DROP_FAILPOINT}"]}
         else:
             raise ValueError(f"unknown fault kind {kind!r}")
         healed = Fault(kind=f"heal-{kind}", detail=dict(fault.detail), commands=commands)
@@ -204,6 +213,11 @@ class SimNemesis(NemesisWorker):
         for name in self.names:
             self.world.nodes[name].clock.reset()
             self.world.resume(name)
+        for failpoint in sorted(self.failpoints_tried):
+            for name in self.names:
+                with contextlib.suppress(DBError):  # a dead node: forgotten below
+                    self.sim_db.set_failpoint(name, failpoint, None)
+                self.sim_db.remember_failpoint(name, failpoint, None)  # restarts without it
         self.sim_db.start(None, self.names)
         return {
             "healed": healed,

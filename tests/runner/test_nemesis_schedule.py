@@ -225,6 +225,23 @@ def test_a_compact_kill_names_its_request_and_heals_as_a_kill() -> None:
     assert all(o.value["target"] in ("leader", "random", "joining") for o in faults)
 
 
+def test_drop_replies_is_drawn_only_when_named_and_heals_by_its_own_op() -> None:
+    """Named beside mix it is drawn as often as any kind, aimed at a role, with
+    a drawn share of answers to lose; mix alone never draws it."""
+    assert "drop-replies" not in _kind_counts(clocks=True)
+    gen = NemesisSchedule(random.Random(13), ["mix", "drop-replies"], mode="periodic",
+                          gap_s=0.01, duration_s=(0.01, 0.01), end_s=10_000,
+                          max_faults=2000)  # fmt: skip
+    ops = _play(gen, 10_000)
+    drops = [o for o in _faults(ops) if o.f == "drop-replies"]
+    assert 0.16 < len(drops) / 2000 < 0.24
+    assert {o.value["target"] for o in drops} == {*ROLE_TARGETS, "random", "joining"}
+    assert all(0.1 <= o.value["probability"] <= 0.5 for o in drops)
+    assert len({o.value["probability"] for o in drops}) > 10
+    healed = [h.f for f, h in zip(ops[::2], ops[1::2], strict=True) if f.f == "drop-replies"]
+    assert set(healed) == {"heal-drop-replies"}
+
+
 def test_compact_kill_on_a_db_that_cannot_compact_is_refused() -> None:
     with pytest.raises(ValueError, match="compact-kill needs a db that compacts"):
         NemesisSchedule(random.Random(1), ["compact-kill"])

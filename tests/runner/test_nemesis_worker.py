@@ -171,3 +171,50 @@ def test_heal_all_says_so_when_a_slow_failpoint_cannot_be_confirmed_off() -> Non
     reply = _invoke(worker, "heal-all", {})
     assert reply.type == "info"
     assert "not confirmed off on n1 after heal-all" in (reply.error or "")
+
+
+def _drop(worker: NemesisWorker) -> Any:
+    trigger = {"group": "part-1", "stage": "joint", "node": "n3", "joining": ["n4"]}
+    return _invoke(worker, "drop-replies", {"kind": "drop-replies", "target": "leader",
+                                            "seed": 4, "probability": 0.6, "group": "part-1",
+                                            "trigger": trigger})  # fmt: skip
+
+
+def test_drop_replies_switches_the_failpoint_on_at_its_target_and_off_at_the_heal() -> None:
+    db = FakeDB()
+    worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+    reply = _drop(worker)
+    assert reply.type == "ok", reply
+    assert reply.value["node"] == "n3"
+    assert db.failpoints == {("n3", "http.drop-reply"): {"probability": 0.6}}
+    assert reply.value["commands"] == {
+        "n3": ["POST /admin/failpoints/http.drop-reply {'probability': 0.6}"]
+    }
+    healed = _invoke(worker, "heal-drop-replies", {"kind": "drop-replies"})
+    assert healed.type == "ok"
+    assert db.failpoints == {("n3", "http.drop-reply"): None}
+
+
+def test_drop_replies_not_confirmed_is_not_applied_and_switched_off_again() -> None:
+    """A node that took the failpoint without confirming: the fault completes
+    info, the worker switches it off there, and heal-all sweeps every node."""
+    db = SilentDB({"n3"})
+    worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+    reply = _drop(worker)
+    assert reply.type == "info"
+    assert reply.value["applied"] is False
+    assert "did not confirm" in reply.value["reason"]
+    assert db.on() == set()  # rolled back there (also unconfirmed: heal-all sweeps again)
+    db.silent.clear()
+    worker.heal_everything()
+    assert db.on() == set()
+    assert {n for n, fp in db.failpoints if fp == "http.drop-reply"} == set(NAMES)
+
+
+def test_drop_replies_on_a_db_without_failpoints_is_not_applied() -> None:
+    class NoFailpoints(FakeDB):
+        has_failpoints = False
+
+    reply = _drop(NemesisWorker(FakeControl(), NODES, NoFailpoints()))  # type: ignore[arg-type]
+    assert reply.type == "info"
+    assert "has no failpoints" in reply.value["reason"]
