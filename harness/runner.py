@@ -41,6 +41,7 @@ time, with the simulator's db, nemesis worker and phase source.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 from collections.abc import Callable
@@ -66,6 +67,8 @@ from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
 from harness.progress import RunStatus
+from harness.runlog import FILE_NAME as HARNESS_LOG
+from harness.runlog import harness_log
 from harness.store import RunDir, new_run
 from harness.version import stamp
 from nemesis import journal
@@ -324,9 +327,10 @@ def _execute(plan: plans.Plan, home: _RunHome, status: RunStatus, log: Callable[
     status.stage = "cluster up"
     status.doing_now(f"checking ssh to {', '.join(plan.nodes)}")
     record = journal.Journal()
-    with journal.recording(record), \
+    with journal.recording(record), contextlib.ExitStack() as logs, \
             managed_cluster(backend, leave_running=leave_running) as (nodes, control):  # fmt: skip
         run = home.make()
+        logs.enter_context(harness_log(run.path / HARNESS_LOG))
         record.open(run.path / journal.FILE_NAME, running_dir=home.root / journal.RUNNING_DIR)
         record.start(plan.backend, getattr(backend, "name", None), nodes)
         # Clock faults move ember's clock through an offset file (nemesis.clock).

@@ -51,6 +51,7 @@ from harness.db import DBError
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
 from harness.progress import RunStatus
+from harness.runlog import FILE_NAME as HARNESS_LOG
 from harness.runner import HEALTHY_TIMEOUT_S, RunError, _drive, _failpoints, _Parts
 from harness.sim.db import SimEmberDB
 from harness.sim.nemesis import SimNemesis, SimPhaseWatcher
@@ -95,7 +96,7 @@ def execute_sim(
     world.crash_listeners.append(invariants.on_crash)
     NodeRuntime.observers.append(invariants)
     scratch = Path(tempfile.mkdtemp(prefix=f"faultline-sim-{plan.seed}-"))
-    router = NodeLogRouter(world, run.path / "harness.log")
+    router = NodeLogRouter(world, run.path / HARNESS_LOG)
     root = logging.getLogger()
     saved_level = root.level
     root.addHandler(router)
