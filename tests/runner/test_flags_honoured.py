@@ -172,6 +172,29 @@ def test_a_refusal_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())  # no run dir
 
 
+@pytest.mark.parametrize(
+    ("nemesis", "said"),
+    [
+        ("clock", ["--nemesis clock needs ember: it moves a node's clock",
+                   "(etcd follows no such file)"]),
+        ("mix,drop-replies", ["--nemesis drop-replies needs ember", "(etcd has no failpoints)"]),
+    ],
+)  # fmt: skip
+def test_a_nemesis_the_db_cannot_take_is_refused_before_the_run(
+    tmp_path: Path, nemesis: str, said: list[str]
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "run", "--db", "etcd", "--nemesis", nemesis,
+         "--store", str(tmp_path), "--no-progress"],
+        cwd=ROOT, capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert out.returncode == 2, out.stdout + out.stderr
+    for words in said:
+        assert words in out.stderr
+    assert "Traceback" not in out.stderr
+    assert not list(tmp_path.rglob("test.json"))  # refused before any run dir
+
+
 def test_a_plan_file_moved_to_a_backend_that_cannot_play_it_is_refused(tmp_path: Path) -> None:
     """`run --plan FILE --backend sim` of an etcd plan: one line, exit 2, no run dir."""
     from harness import plan as plans

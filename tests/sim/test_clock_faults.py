@@ -79,16 +79,3 @@ def test_a_driver_trusting_its_own_clock_is_caught(tmp_path: Path) -> None:
     results = json.loads((run / "results.json").read_text())
     kinds = {a["kind"] for a in results["checkers"]["revisions"]["anomalies"]}
     assert kinds == {"driver-acted-after-successor"}, kinds
-
-
-def test_clock_faults_are_refused_where_they_cannot_be_applied(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--db", "etcd", "--nemesis", "clock",
-         "--store", str(tmp_path), "--no-progress"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "--nemesis clock needs ember: it moves a node's clock" in out.stderr
-    assert "(etcd follows no such file)" in out.stderr
-    assert "Traceback" not in out.stderr
-    assert not list(tmp_path.rglob("test.json"))  # refused before any run dir

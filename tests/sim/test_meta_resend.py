@@ -67,16 +67,3 @@ def test_a_resent_write_applied_twice_is_caught(tmp_path: Path) -> None:
     lin = results["checkers"]["linearizable"]
     assert lin["valid"] is False
     assert {a["kind"] for a in lin["anomalies"]} == {"nonlinearizable"}
-
-
-def test_drop_replies_is_refused_on_a_db_without_failpoints(tmp_path: Path) -> None:
-    out = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--db", "etcd", "--nemesis",
-         "mix,drop-replies", "--store", str(tmp_path), "--no-progress"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    )  # fmt: skip
-    assert out.returncode == 2, out.stdout + out.stderr
-    assert "--nemesis drop-replies needs ember" in out.stderr
-    assert "(etcd has no failpoints)" in out.stderr
-    assert "Traceback" not in out.stderr
-    assert not list(tmp_path.rglob("test.json"))  # refused before any run dir
