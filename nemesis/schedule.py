@@ -34,6 +34,12 @@ defragmentation request (`nemesis.maintenance`); its completion adds the
 request's `maintenance` record (action, revision, how long after it the
 kill landed, whether it was answered). It heals as a kill.
 
+`drop-replies` switches ember's `http.drop-reply` failpoint on at its
+target with the drawn `probability` (the node serves client requests and
+closes the connection instead of a share of its success answers) and off
+at its heal; heal-all switches every failpoint a fault asked for off on
+every node, whatever came of the asking.
+
 Every fault op's completion says whether it was applied: `ok` with
 `applied: true`, or `info` with `applied: false` and the `reason`
 (`applied` / `not_applied`); the run's fault counts
@@ -210,7 +216,7 @@ class NemesisWorker:
         if kind == "clock":  # ember follows the offset file (nemesis.clock)
             return clock_fault(self.control, node, v), extra
         if kind == "drop-replies":
-            return self._drop_replies(node, v, extra), extra
+            return self._drop_replies(node, v), extra
         raise ValueError(f"unknown fault kind {kind!r}")
 
     def _process_fault_running(self, kind: str, node: str, extra: dict[str, Any]) -> Fault:
@@ -336,7 +342,7 @@ class NemesisWorker:
                               f"heal-all: the quiet period may still be faulted there")  # fmt: skip
         return {"healed": healed, "commands": {"*": ["heal_all", "start ember where not running"]}}
 
-    def _drop_replies(self, node: str, v: dict[str, Any], extra: dict[str, Any]) -> Fault:
+    def _drop_replies(self, node: str, v: dict[str, Any]) -> Fault:
         """`node` serves client requests and loses a share of its success
         answers (ember's http.drop-reply failpoint); DBError if not switched on."""
         if not getattr(self.db, "has_failpoints", True):
