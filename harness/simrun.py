@@ -107,6 +107,7 @@ def execute_sim(
     except (SimulationStalled, SimulationTimeout) as exc:
         raise RunError(f"simulation: {exc}") from None
     finally:
+        world.power_off()
         NodeRuntime.observers.remove(invariants)
         _write_report(run.path / REPORT_FILE, invariants)
         status.started = time.monotonic() - loop.time()

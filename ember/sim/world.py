@@ -148,6 +148,17 @@ class World:
         self.crashes.append(f"{proc.name}: " + ("; ".join(lost) or "nothing unsynced"))
         return lost
 
+    def power_off(self) -> None:
+        """The run is over: the kernel closes what the processes still running
+        held open. Their coroutines are closed with the loop, but a raw
+        descriptor (a WAL and its lock) is closed only by code that no longer
+        runs, so without this a process playing many runs (explore's workers,
+        the test suite) kept every run's files open, deleted with the run's
+        scratch dir yet holding their disk space."""
+        for node in self.nodes.values():
+            if node.proc is not None:
+                close_descriptors(node.proc.fds)
+
     def exited(self, proc: Proc, code: int) -> None:
         """`os._exit` in a node (the crash failpoint): it dies as a kill would."""
         for node in self.nodes.values():

@@ -62,3 +62,32 @@ def test_the_world_is_freed_and_its_leftovers_stay_quiet(
     # crash); no coroutine may be left suspended or never started.
     assert not [str(w.message) for w in warned if w.category is not ResourceWarning]
     assert not unraisable
+
+
+def _deleted_descriptors() -> list[str]:
+    fds = Path("/proc/self/fd")
+    targets = []
+    for fd in fds.iterdir():
+        try:
+            targets.append(str(fd.readlink()))
+        except OSError:
+            continue  # closed while listed (the listing's own descriptor)
+    return [t for t in targets if t.endswith("(deleted)")]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux's /proc")
+def test_the_nodes_files_are_closed_when_the_run_ends(tmp_path: Path) -> None:
+    """Each simulated node holds its WAL and the WAL's lock open by raw
+    descriptor; a run that ends with the node running used to leave both
+    open in the process after its scratch dir was deleted: ten descriptors
+    and the WALs' disk space per 5-node run, which an explore worker piled
+    up run after run (650 descriptors, 214 MB after 65 runs). A run's
+    descriptors are closed before the run returns; the audit logs' file
+    objects with the collection of the world."""
+    before = len(_deleted_descriptors())
+    plan = plans.Plan(seed=1, backend="sim", time_limit_s=4.0, quiet_s=2.0)
+    outcome = run(plan, tmp_path, status=RunStatus())
+    assert outcome.error is None, outcome.error
+    del outcome
+    gc.collect()  # the audit logs' file objects go with their freed worlds (above)
+    assert len(_deleted_descriptors()) == before, _deleted_descriptors()
