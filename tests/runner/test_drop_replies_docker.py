@@ -3,8 +3,9 @@
 and off at the heal; the harness's metastore writes that lose their answer
 are sent again with their session, and ember applies each once, so the run
 is valid. The node's audit log shows the failpoint's toggles and how many
-answers it swallowed. (The simulator catches the planted
-`metastore.ignore-sessions` with this nemesis: tests/sim/test_meta_resend.py.)
+answers it swallowed. With the planted `metastore.ignore-sessions` this plan
+(30 s) was invalid by linearizability in seeds 1-4 and valid without it in
+seeds 2-4; the simulator pins the planted case (tests/sim/test_meta_resend.py).
 """
 
 from __future__ import annotations
