@@ -180,9 +180,19 @@ class EmberClient:
             # That node is down, stopped or has no leader to offer: try the
             # next one next time, rather than sticking to a dead leader.
             self._leaders.pop(part, None)
-            self._next += 1
+            self.move_on()
             self._stale = True
         return out
+
+    @property
+    def current(self) -> str:
+        """The node a request sent without one goes to: where the rotation is."""
+        return self.urls[self._next % len(self.urls)]
+
+    def move_on(self) -> None:
+        """The node the rotation is at failed: the next request sent without
+        a node (and the next partition with no leader known) starts at the next."""
+        self._next += 1
 
     def _pick(self, part: int) -> str:
         choices = self._hosts.get(part) or self.urls
@@ -264,8 +274,8 @@ class EmberClient:
         partition: int | None = None,
     ) -> Outcome:
         """Send one request (following 421 redirects) and classify the outcome;
-        without `base`, to the node the client's rotation is at (a failure moves it on)."""
-        url = base or self.urls[self._next % len(self.urls)]
+        without `base`, to the node the client's rotation is at (`move_on` moves it)."""
+        url = base or self.current
         for _ in range(self.max_redirects + 1):
             out, leader_url = await self._once(method, url, path, body)
             if leader_url is None:

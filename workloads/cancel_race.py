@@ -156,13 +156,10 @@ class CancelWorker:
         return Reply(type="info", error=f"cancel-race workload has no op {op.f!r}")
 
     async def _get(self, path: str, base: str | None = None) -> Any:
-        out = await self.client.request("GET", path, base=base or self._base())
+        out = await self.client.request("GET", path, base=base)
         if not out.ok:
-            self.client._next += 1
+            self.client.move_on()
         return out.value if out.ok and isinstance(out.value, dict) else None
-
-    def _base(self) -> str:
-        return self.client.urls[self.client._next % len(self.client.urls)]
 
     async def _keys(self) -> dict[tuple[int, str], tuple[Any, int]] | None:
         snap = await self._snapshot()
@@ -217,7 +214,7 @@ class CancelWorker:
     ) -> AsyncGenerator[dict[tuple[int, str], tuple[Any, int]], None]:
         """`keys` (read at `revision`) kept current by a metastore watch, after
         each change; ends when the stream does."""
-        stream = watch_stream(self.client._http(), self._base(), prefix="zone.",
+        stream = watch_stream(self.client._http(), self.client.current, prefix="zone.",
                               start=revision + 1)  # fmt: skip
         try:
             async with contextlib.aclosing(stream) as items:
@@ -232,7 +229,7 @@ class CancelWorker:
                         keys[name] = (item.get("value"), int(item["revision"]))
                     yield keys
         except (MetaRefused, aiohttp.ClientError, TimeoutError, OSError, ValueError):
-            self.client._next += 1  # the next read and watch go to another node
+            self.client.move_on()  # the next read and watch go to another node
 
     async def _leader(self, group: str) -> str | None:
         best: tuple[int, str] | None = None
@@ -286,7 +283,7 @@ class CancelWorker:
         await asyncio.sleep(int(v["delay_ms"]) / 1000)
         named = rev - 1 if v["stale"] else rev
         body = {"partition": p, "pending_revision": named}
-        base = self._base()
+        base = self.client.current
         out = await self.client.request("POST", "/admin/cancel-rebalance", body, base=base)
         node = self.node_of.get(out.url or "")
         value: dict[str, Any] = {"partition": p, "pending_revision": named, "actual_pending": rev,

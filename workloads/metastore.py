@@ -296,7 +296,7 @@ class EmberMetaWorker:
             self._leader = out.url
         elif out.status is None or out.status >= 500:
             self._leader = None  # down or leaderless: the next call starts elsewhere
-            self.client._next += 1
+            self.client.move_on()
         return out
 
     async def _write(self, op: str, body: dict[str, Any]) -> Outcome:

@@ -143,11 +143,10 @@ async def alter_zone(
     client: EmberClient, node_of: Mapping[str, str], changes: dict[str, Any]
 ) -> Reply:
     """POST the alter, then read the data nodes; classify as the module doc says."""
-    out = await client.request("POST", f"/admin/zones/{ZONE}", changes, base=client.urls[
-        client._next % len(client.urls)])  # fmt: skip
+    out = await client.request("POST", f"/admin/zones/{ZONE}", changes)
     node = node_of.get(out.url or "")
     if not out.ok or not isinstance(out.value, dict):
-        client._next += 1  # another node next time
+        client.move_on()  # another node next time
         kind: ReplyType = "fail" if out.type == "fail" else "info"
         return Reply(type=kind, value={"asked": changes}, error=out.error, node=node)
     zone, revision = out.value.get("zone") or {}, out.value.get("revision")

@@ -115,13 +115,10 @@ class _Sender:
         self.client, self.node_of = client, node_of
         self.url_of = {n: u for u, n in node_of.items()}
 
-    def _base(self) -> str:
-        return self.client.urls[self.client._next % len(self.client.urls)]
-
     async def _call(self, method: str, path: str, body: Any = None, base: str | None = None) -> Any:
-        out = await self.client.request(method, path, body, base=base or self._base())
+        out = await self.client.request(method, path, body, base=base)
         if not out.ok:
-            self.client._next += 1  # another node next time
+            self.client.move_on()  # another node next time
         return out.value if out.ok and isinstance(out.value, dict) else None
 
     async def _keys(self, p: int, revision: int | None) -> dict[str, dict[str, Any]] | None:

@@ -37,6 +37,9 @@ class _Client:
         self.urls = [URL, "http://n2", "http://n3"]
         self._next = 0
 
+    def move_on(self) -> None:
+        self._next += 1
+
     async def request(self, method: str, path: str, body: Any, *, base: str | None) -> Outcome:
         self.sent.append((path, body))
         # Where EmberClient.request sends it (tested below against the real client).
@@ -139,7 +142,7 @@ def test_the_client_without_a_base_sends_where_its_rotation_is() -> None:
     async def sent_to() -> list[str | None]:
         async with EmberClient(["http://127.0.0.1:9", "http://127.0.0.1:13"]) as client:
             first = await client.request("POST", "/meta/get", {"key": "m/1"})
-            client._next += 1
+            client.move_on()
             second = await client.request("POST", "/meta/get", {"key": "m/1"})
             return [first.url, second.url]
 
