@@ -24,7 +24,6 @@ node writes it, instead of tailing files over SSH.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -215,9 +214,10 @@ class SimNemesis(NemesisWorker):
             self.world.resume(name)
         for failpoint in sorted(self.failpoints_tried):
             for name in self.names:
-                with contextlib.suppress(DBError):  # a dead node: forgotten below
+                try:
                     self.sim_db.set_failpoint(name, failpoint, None)
-                self.sim_db.remember_failpoint(name, failpoint, None)  # restarts without it
+                except DBError:  # a dead node: it restarts without it
+                    self.sim_db.remember_failpoint(name, failpoint, None)
         self.sim_db.start(None, self.names)
         return {
             "healed": healed,

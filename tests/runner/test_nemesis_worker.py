@@ -215,6 +215,9 @@ def test_drop_replies_on_a_db_without_failpoints_is_not_applied() -> None:
     class NoFailpoints(FakeDB):
         has_failpoints = False
 
+        def set_failpoint(self, name: str, failpoint: str, params: Any) -> None:
+            raise DBError(f"etcd has no failpoints ({failpoint} on {name})")  # as EtcdDB says
+
     reply = _drop(NemesisWorker(FakeControl(), NODES, NoFailpoints()))  # type: ignore[arg-type]
     assert reply.type == "info"
     assert "has no failpoints" in reply.value["reason"]
