@@ -17,8 +17,10 @@ objects, so "linearizable" checks each with its own model (`SplitLinear`):
 the register ops with the kv model, the metastore ops with the metastore
 model. Other writers share ember's metastore (the control plane's
 assignment and lease keys), so its revisions jump by writes the model never
-sees: there the metastore ops are checked on values and `succeeded` only,
-their revisions left out (the revisions checker orders those). Snapshot
+sees: where the watch streams record every write under the prefix, each
+revision is replaced by its rank among those writes (checkers/meta_ranks.py);
+where they do not, the metastore ops are checked on values and `succeeded`
+only, their revisions left out (the revisions checker orders those). Snapshot
 reads at a past revision (`range`) are not linearizable reads and are left
 to the revisions checker too.
 """
@@ -82,12 +84,30 @@ class SplitLinear:
             return LinearizabilityChecker().check(msgspec.structs.replace(ctx, options=options))
         rest = [op for op in ctx.operations if not is_meta(op)]
         kv = LinearizabilityChecker().check(msgspec.structs.replace(ctx, operations=rest))
-        meta_ops = [values_only(op) for op in meta]
         options = {**ctx.options, "model": "metastore"}
-        m = LinearizabilityChecker().check(
+        meta_ops, model, basis = _revisions_basis(meta, ctx.operations)
+        m = LinearizabilityChecker(model).check(
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)
         )
+        m.figures["revisions"] = basis
         return split_result(kv, m)
+
+
+def _revisions_basis(meta: list[Operation], operations: list[Operation],
+                     ) -> tuple[list[Operation], Any, str]:  # fmt: skip
+    """The metastore ops to check, the model for them, and what their revisions
+    are: ranks by the watch record, or left out (and why)."""
+    from checkers.linearizability.metastore import MetastoreModel
+    from checkers.meta_ranks import UnrankableError, ranked_ops, record_of
+
+    try:
+        record = record_of(operations, METASTORE_PREFIX)
+        ranked = ranked_ops(meta, record)
+    except UnrankableError as why:
+        return [values_only(op) for op in meta], None, f"left out: {why}"
+    basis = (f"ranked by the watch record: {len(record.writes)} writes under "
+             f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; later ones left out")  # fmt: skip
+    return ranked, MetastoreModel(pinned=record.pinned()), basis
 
 
 def split_result(kv: CheckerResult, m: CheckerResult) -> CheckerResult:

@@ -83,6 +83,11 @@ class LinearizabilityChecker:
 
     name = "linearizable"
 
+    def __init__(self, model: Any = None) -> None:
+        # A model instance made for this history (one bound to a watch record,
+        # checkers/compose.py), used in place of the named model's default.
+        self.model = model
+
     def check(self, ctx: CheckContext) -> CheckerResult:
         """Runs the search; its `unknown` (budget, bad op shape) passes through."""
         from checkers import linearizability as lin  # late: see the module doc
@@ -91,7 +96,8 @@ class LinearizabilityChecker:
         model = model_for(ctx, client_ops)
         ops = lin.ops_from_history(client_ops, model)
         limit = float(ctx.setting("lin_time_limit_s", DEFAULT_TIME_LIMIT_S))
-        return checker_result(lin.check(ops, model, time_limit_s=limit), model)
+        chosen = model if self.model is None else self.model
+        return checker_result(lin.check(ops, chosen, time_limit_s=limit), model)
 
 
 def checker_result(result: Any, model: str) -> CheckerResult:

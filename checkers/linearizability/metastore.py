@@ -18,6 +18,7 @@ once. Outputs may leave any field out (or be None): it is then unchecked.
 
 from __future__ import annotations
 
+import enum
 import operator
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -34,6 +35,13 @@ _CMP: dict[str, Callable[[Any, Any], bool]] = {
     "lt": operator.lt,
     "gt": operator.gt,
 }
+
+
+class _Recorded(enum.Enum):
+    ANY_VALUE = "a recorded put whose event does not carry its value"
+
+
+ANY_VALUE = _Recorded.ANY_VALUE
 _TARGETS = {"exists", "value", "mod_revision", "create_revision", "version"}
 _FS = {"get", "put", "delete", "invoke"}
 
@@ -84,6 +92,34 @@ def _apply(revision: int, entries: Entries, writes: Any) -> tuple[int, Entries]:
     return (new_rev, entries) if changed else (revision, entries)
 
 
+def _events(entries: Entries, writes: Any) -> list[tuple[Any, str, Any]]:
+    """The watch events `writes` make, applied to `entries` (as `_apply` does)."""
+    events: list[tuple[Any, str, Any]] = []
+    present = {k for k, _ in entries}
+    for w in writes:
+        if w["op"] == "put":
+            events.append((w["key"], "PUT", w["value"]))
+            present.add(w["key"])
+        elif w["key"] in present:
+            events.append((w["key"], "DELETE", None))
+            present.discard(w["key"])
+    return events
+
+
+def _same_events(made: list[tuple[Any, str, Any]], recorded: tuple[Any, ...]) -> bool:
+    """Whether `made` is `recorded` in some order; a recorded put without its
+    value (ANY_VALUE) matches a put of any value."""
+    left = list(recorded)
+    for key, kind, value in made:
+        fits = (i for i, (k, t, v) in enumerate(left)
+                if (k, t) == (key, kind) and (v is ANY_VALUE or v == value))  # fmt: skip
+        match = next(fits, None)
+        if match is None:
+            return False
+        del left[match]
+    return not left
+
+
 def _out(op: LinOp, field: str) -> Any:
     out = op.output
     if isinstance(out, dict):
@@ -129,18 +165,25 @@ class MetastoreModel:
     write is tried only where the known writes leave a gap. That is exact
     (two ops never produce one revision) and turns histories with tens of
     `info` writes from an exponential search into a near-linear one.
+
+    `pinned` (revision -> the events a watch record shows it wrote,
+    checkers/meta_ranks.py) narrows those ops further: one that produces a
+    pinned revision must write exactly its events.
     """
 
     name = "metastore"
     partitioned = False
     aliases: Mapping[str, str] = {}
 
-    def __init__(self, claimed: frozenset[int] = frozenset()) -> None:
+    def __init__(self, claimed: frozenset[int] = frozenset(),
+                 pinned: Mapping[int, tuple[Any, ...]] | None = None) -> None:  # fmt: skip
         self.claimed = claimed
+        self.pinned: Mapping[int, tuple[Any, ...]] = pinned or {}
 
     def bind(self, ops: list[LinOp]) -> MetastoreModel:
         """This model, knowing which revisions the known ops of `ops` claim."""
-        return MetastoreModel(frozenset(r for op in ops if (r := claimed_revision(op)) is not None))
+        claimed = frozenset(r for op in ops if (r := claimed_revision(op)) is not None)
+        return MetastoreModel(claimed, self.pinned)
 
     def init(self) -> State:
         """Revision 0, no keys."""
@@ -163,17 +206,18 @@ class MetastoreModel:
         if f == "invoke":
             spec = op.input
             ok = all(_holds(entries, c) for c in spec.get("if", ()))
-            after = _apply(revision, entries, spec.get("then" if ok else "else", ()))
+            writes = spec.get("then" if ok else "else", ())
+            after = _apply(revision, entries, writes)
             if op.known and (
                 _out(op, "succeeded") not in (None, ok)
                 or _out(op, "revision") not in (None, after[0])
             ):
                 return ILLEGAL
-            return self._unclaimed(op, revision, after)
+            return self._unclaimed(op, state, writes, after)
         writes = [{"op": f, "key": op.key, "value": op.input}]
         after = _apply(revision, entries, writes)
         if not op.known:
-            return self._unclaimed(op, revision, after)
+            return self._unclaimed(op, state, writes, after)
         if op.known and op.output is not None:
             out = op.output if isinstance(op.output, dict) else {"revision": op.output}
             deleted = out.get("deleted")
@@ -184,9 +228,15 @@ class MetastoreModel:
                 return ILLEGAL
         return after
 
-    def _unclaimed(self, op: LinOp, revision: int, after: State) -> State | _Illegal:
-        """`after`, unless an unknown op would produce a revision a known one claims."""
-        if not op.known and after[0] != revision and after[0] in self.claimed:
+    def _unclaimed(self, op: LinOp, before: Any, writes: Any, after: Any) -> State | _Illegal:
+        """`after`, unless an unknown op would produce a revision a known one
+        claims, or a pinned one with other events than the record's."""
+        if op.known or after[0] == before[0]:
+            return after
+        if after[0] in self.claimed:
+            return ILLEGAL
+        recorded = self.pinned.get(after[0])
+        if recorded is not None and not _same_events(_events(before[1], writes), recorded):
             return ILLEGAL
         return after
 

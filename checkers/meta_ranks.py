@@ -1,0 +1,194 @@
+"""Metastore revisions ranked by the watch streams, so a history that shares
+ember's metastore with other writers keeps its revisions in the check.
+
+Theory of operation. ember's control plane writes the same metastore as the
+`metastore` workload, so the store's revision jumps by writes the
+linearizability model never sees, and checkers/compose.py has to check such
+histories on values alone. Without revisions a write whose answer was lost
+can go anywhere, and about twenty of them put the search out of time and
+memory (session 34's drop-replies runs).
+
+The workload's chain of watches on the prefix records every write to it: a
+watch from revision s delivers every event under the prefix from s on, in
+order (etcd's guarantees G3-G4, which checkers/watches.py judges). Where
+the streams cover revisions 1..E without a gap, the revisions under E that
+carry events are exactly the prefix's writes, and a revision's *rank*, how
+many of those writes are at or below it, is the revision the model's own
+store (the prefix alone) would have had. Every revision an op reports is
+replaced by its rank; one past E is left out (unchecked), since the writes
+between E and it are not on record. The model then checks revisions again,
+and its `claimed` rule (an op of unknown outcome cannot produce a revision
+a known op reports) holds as it does for a store of one writer. The
+record's events pin more: an op of unknown outcome that the model places
+at rank k must have written exactly the events recorded at the k-th write
+(`pinned`), so a lost write either shows in the record where it applied or
+did not apply before E. That is how etcd's robustness tests read a history
+with lost answers (they patch it from a complete watch), here as a rule of
+the search rather than an edit of the history.
+
+No ranking when the record cannot be trusted to be complete: no stream
+starts at revision 1, two streams disagree about a revision's events, a
+stream goes back or delivers outside the prefix, or a known write reports a
+revision at or below E that no stream delivered. The check then falls back
+to values alone, and says why.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgspec
+
+from checkers.history import Operation
+from checkers.linearizability.check import freeze
+from checkers.linearizability.metastore import ANY_VALUE
+from checkers.watches import DELETE, PUT, certain_effects, stream_of
+
+REVISION_TARGETS = ("mod_revision", "create_revision")
+
+
+@dataclass(frozen=True)
+class WatchRecord:
+    """What the streams delivered under the prefix for revisions 1..end."""
+
+    end: int
+    writes: tuple[int, ...]  # the revisions at or below `end` that carry events, in order
+    effects: dict[int, tuple[Any, ...]] = field(default_factory=dict)  # revision -> events
+
+    def rank(self, revision: int) -> int | None:
+        """How many prefix writes the store held at `revision`; None past `end`."""
+        return None if revision > self.end else bisect.bisect_right(self.writes, revision)
+
+    def pinned(self) -> dict[int, tuple[Any, ...]]:
+        """The recorded events of the k-th write, by rank k."""
+        return {k: self.effects[rev] for k, rev in enumerate(self.writes, start=1)}
+
+
+class UnrankableError(ValueError):
+    """Why the history's revisions cannot be ranked (the check uses values alone)."""
+
+
+def record_of(operations: Iterable[Operation], prefix: str) -> WatchRecord:
+    """The record of the watches on `prefix` started at a revision; raises UnrankableError."""
+    spans: list[tuple[int, int, dict[int, list[Any]]]] = []
+    for op in operations:
+        spec = op.value if isinstance(op.value, dict) else {}
+        start = spec.get("from")
+        if op.f != "watch" or spec.get("prefix") != prefix or "key" in spec:
+            continue
+        stream = stream_of(op.result)
+        if not isinstance(start, int) or start < 1 or stream is None or stream.compacted:
+            continue  # from the current revision (not on record), or refused: covers nothing
+        events: dict[int, list[Any]] = {}
+        last = start - 1
+        for _, item in stream.events:
+            rev, key = item.get("revision"), item.get("key")
+            if not isinstance(rev, int) or rev < max(last, start):
+                raise UnrankableError(f"watch op {op.invoke_index}: revision {rev!r} out of order")
+            if not (isinstance(key, str) and key.startswith(prefix)):
+                raise UnrankableError(f"watch op {op.invoke_index}: {key!r} is outside {prefix!r}")
+            events.setdefault(rev, []).append(_event_effect(item))
+            last = rev
+        spans.append((start, last, events))
+    return _merge(spans)
+
+
+def _event_effect(item: dict[str, Any]) -> tuple[Any, str, Any]:
+    kind = str(item.get("type") or PUT).upper()
+    if kind == DELETE:
+        return (item["key"], DELETE, None)
+    return (item["key"], PUT, freeze(item["value"]) if "value" in item else ANY_VALUE)
+
+
+def _merge(spans: list[tuple[int, int, dict[int, list[Any]]]]) -> WatchRecord:
+    """The gapless cover from revision 1, checking that overlapping streams agree."""
+    end = 0
+    for start, last, _ in sorted(spans, key=lambda s: s[0]):
+        if start > end + 1:
+            break
+        end = max(end, last)
+    if end == 0:
+        raise UnrankableError("no watch on the prefix from revision 1 delivered anything")
+    agreed: dict[int, tuple[Any, ...]] = {}
+    covered: set[int] = set()
+    for start, last, events in spans:
+        for rev in range(start, min(last, end) + 1):
+            mine = tuple(sorted(events.get(rev, ()), key=repr))
+            if rev in covered and agreed.get(rev, ()) != mine:
+                raise UnrankableError(f"the watch streams disagree about revision {rev}'s events")
+            covered.add(rev)
+            if mine:
+                agreed[rev] = mine
+    return WatchRecord(end=end, writes=tuple(sorted(agreed)), effects=agreed)
+
+
+def ranked_ops(ops: list[Operation], record: WatchRecord) -> list[Operation]:
+    """`ops` with every revision replaced by its rank (module doc); raises UnrankableError."""
+    return [_ranked(op, record) for op in ops]
+
+
+def _ranked(op: Operation, record: WatchRecord) -> Operation:
+    value = _ranked_conditions(op, record) if op.f == "invoke" else op.value
+    result = op.result
+    if op.type == "ok":
+        writes = op.f == "put" or bool(certain_effects(op))
+        if op.f == "put" and isinstance(result, int) and not isinstance(result, bool):
+            result = _rank_of(op, record, result, write=True)
+        elif op.f == "get" and isinstance(result, dict):
+            result = _ranked_fields(op, record, result, {"revision": False, "mod_revision": True})
+        elif isinstance(result, dict):  # delete, invoke: {revision, deleted | succeeded}
+            result = _ranked_fields(op, record, result, {"revision": writes})
+    if value is op.value and result is op.result:
+        return op
+    return msgspec.structs.replace(op, value=value, result=result)
+
+
+def _ranked_fields(op: Operation, record: WatchRecord, result: dict[str, Any],
+                   fields: dict[str, bool]) -> dict[str, Any]:  # fmt: skip
+    """`result` with each of `fields` (name -> whether it names a write) ranked,
+    or left out when past the record."""
+    out = dict(result)
+    for name, write in fields.items():
+        rev = out.get(name)
+        if not isinstance(rev, int) or isinstance(rev, bool) or rev == 0:
+            continue  # 0: a key never written (a get's mod_revision)
+        rank = _rank_of(op, record, rev, write=write)
+        if rank is None:
+            del out[name]
+        else:
+            out[name] = rank
+    return out
+
+
+def _rank_of(op: Operation, record: WatchRecord, revision: int, *, write: bool) -> int | None:
+    rank = record.rank(revision)
+    if rank is not None and write and revision not in record.effects:
+        raise UnrankableError(f"op {op.invoke_index} reports a write at revision {revision}, "
+                       f"which no watch stream delivered")  # fmt: skip
+    return rank
+
+
+def _ranked_conditions(op: Operation, record: WatchRecord) -> Any:
+    """An invoke's value with revision comparisons moved onto ranks: a revision
+    that is not a write goes between the ranks around it, so <, > and = keep
+    their answers against every write's rank."""
+    spec = op.value
+    if not isinstance(spec, dict) or not any(
+        isinstance(c, dict) and c.get("target") in REVISION_TARGETS for c in spec.get("if") or ()
+    ):
+        return spec
+    conds = []
+    for cond in spec.get("if") or ():
+        at = cond.get("value") if isinstance(cond, dict) else None
+        if isinstance(cond, dict) and cond.get("target") in REVISION_TARGETS and \
+                isinstance(at, int) and at > 0:  # fmt: skip
+            rank = record.rank(at)
+            if rank is None:
+                raise UnrankableError(f"op {op.invoke_index} compares with revision {at}, "
+                               f"past the watch record's {record.end}")  # fmt: skip
+            cond = {**cond, "value": rank if at in record.effects else rank + 0.5}
+        conds.append(cond)
+    return {**spec, "if": conds}

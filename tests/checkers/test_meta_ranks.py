@@ -1,0 +1,177 @@
+"""Metastore revisions ranked by the watch record (checkers/meta_ranks.py),
+and the mixed register + metastore check that uses them (checkers/compose.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checkers.api import CheckContext
+from checkers.compose import SplitLinear
+from checkers.history import Event, Operation, pair, validate
+from checkers.meta_ranks import UnrankableError, ranked_ops, record_of
+from tests.checkers.helpers import HistoryBuilder
+
+Ev = tuple[int, str, str, Any]  # revision, key, type, value
+
+
+def _watch(b: HistoryBuilder, start: int, events: list[Ev], **spec: Any) -> None:
+    responses = [{"revision": rev, "events": [{"key": k, "revision": rev, "type": t, "value": v}]}
+                 for rev, k, t, v in events]  # fmt: skip
+    b.op(9, "watch", value={"prefix": "m/", "from": start, **spec},
+         result={"responses": responses, "unframed": True})  # fmt: skip
+
+
+def _ops(b: HistoryBuilder) -> list[Operation]:
+    events = [Event(**e) for e in b.events]
+    validate(events)
+    return pair(events)
+
+
+def _ctx(b: HistoryBuilder) -> CheckContext:
+    b.op(0, "put", key="k1", value=3, result=None)  # register traffic: the history is mixed
+    events = [Event(**e) for e in b.events]
+    validate(events)
+    return CheckContext(plan={}, events=events, operations=pair(events))
+
+
+def test_the_record_is_the_gapless_cover_from_revision_one() -> None:
+    b = HistoryBuilder()
+    _watch(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2)])
+    _watch(b, 6, [(9, "m/0", "delete", None)])
+    _watch(b, 12, [(14, "m/0", "put", 4)])  # revisions 10-11 are on no stream
+    record = record_of(_ops(b), "m/")
+    assert (record.end, record.writes) == (9, (2, 5, 9))
+    assert [record.rank(r) for r in (1, 2, 4, 5, 9, 10)] == [0, 1, 1, 2, 3, None]
+    assert record.pinned()[3] == (("m/0", "DELETE", None),)
+
+
+@pytest.mark.parametrize("spec", [{"from": 3}, {"from": 1, "key": "m/0"}, {"from": 0}])
+def test_no_record_without_a_prefix_watch_from_revision_one(spec: dict[str, Any]) -> None:
+    b = HistoryBuilder()
+    start = spec.pop("from")
+    _watch(b, start, [(4, "m/0", "put", 1)], **spec)
+    with pytest.raises(UnrankableError, match="from revision 1"):
+        record_of(_ops(b), "m/")
+
+
+def test_streams_that_disagree_give_no_record() -> None:
+    b = HistoryBuilder()
+    _watch(b, 1, [(2, "m/0", "put", 1), (3, "m/1", "put", 1)])
+    _watch(b, 1, [(3, "m/1", "put", 1)])  # says nothing happened at 2
+    with pytest.raises(UnrankableError, match="disagree about revision 2"):
+        record_of(_ops(b), "m/")
+
+
+def test_a_stream_going_back_gives_no_record() -> None:
+    b = HistoryBuilder()
+    _watch(b, 1, [(3, "m/1", "put", 1), (2, "m/0", "put", 1)])
+    with pytest.raises(UnrankableError, match="out of order"):
+        record_of(_ops(b), "m/")
+
+
+def _record_b() -> HistoryBuilder:
+    b = HistoryBuilder()
+    _watch(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2), (9, "m/0", "put", 3)])
+    return b
+
+
+def test_every_revision_an_op_reports_becomes_its_rank() -> None:
+    b = _record_b()
+    b.op(1, "put", key="m/0", value=3, result=9)
+    b.op(1, "put", key="m/1", value=5, result=20)  # past the record: left unchecked
+    b.op(1, "get", key="m/1", result={"value": 2, "mod_revision": 5, "revision": 7})
+    b.op(1, "get", key="m/2", result={"value": None, "mod_revision": 0, "revision": 30})
+    b.op(1, "delete", key="m/3", result={"revision": 6, "deleted": 0})
+    conds = [{"key": "m/0", "target": "mod_revision", "op": "lt", "value": 6},
+             {"key": "m/0", "target": "mod_revision", "op": "eq", "value": 5},
+             {"key": "m/0", "target": "mod_revision", "op": "eq", "value": 0}]  # fmt: skip
+    spec = {"if": conds, "then": [], "else": []}
+    b.op(1, "invoke", key="m/0", value=spec, result={"succeeded": False, "revision": 9})
+    ops = _ops(b)
+    record = record_of(ops, "m/")
+    ranked = ranked_ops([op for op in ops if op.f != "watch"], record)
+    assert [op.result for op in ranked[:5]] == [
+        3, None, {"value": 2, "mod_revision": 2, "revision": 2},
+        {"value": None, "mod_revision": 0}, {"revision": 2, "deleted": 0},
+    ]  # fmt: skip
+    # 6 is no write: it sits between the ranks around it, so lt/eq keep their answers.
+    assert [c["value"] for c in ranked[5].value["if"]] == [2.5, 2, 0]
+    assert ranked[5].result == {"succeeded": False, "revision": 3}
+
+
+@pytest.mark.parametrize(
+    ("f", "value", "result", "match"),
+    [("put", 1, 4, "write at revision 4"),
+     ("get", None, {"value": 1, "mod_revision": 3, "revision": 4}, "write at revision 3"),
+     ("invoke", {"if": [{"key": "m/0", "target": "mod_revision", "op": "eq", "value": 12}],
+                 "then": [], "else": []}, {"succeeded": False, "revision": 9}, "compares with")],
+)  # fmt: skip
+def test_a_revision_the_record_cannot_place_gives_no_ranks(
+    f: str, value: Any, result: Any, match: str
+) -> None:
+    b = _record_b()
+    b.op(1, f, key="m/0", value=value, result=result)
+    ops = _ops(b)
+    with pytest.raises(UnrankableError, match=match):
+        ranked_ops([op for op in ops if op.f != "watch"], record_of(ops, "m/"))
+
+
+def _foreign_gaps(read_mod: int) -> HistoryBuilder:
+    """Writes at 10 and 50 (other writers between), a read naming one of them."""
+    b = HistoryBuilder()
+    b.op(1, "put", key="m/0", value=1, result=10)
+    b.op(1, "put", key="m/0", value=2, result=50)
+    b.op(1, "get", key="m/0", result={"value": 2, "mod_revision": read_mod, "revision": 60})
+    _watch(b, 1, [(10, "m/0", "put", 1), (50, "m/0", "put", 2)])
+    b.op(9, "watch", value={"prefix": "m/", "from": 51}, result={"responses": [
+        {"revision": 70, "progress": True}]})  # fmt: skip
+    return b
+
+
+def test_mixed_histories_keep_their_revisions_where_the_watches_record_every_write() -> None:
+    """A read of the newest value that names the older write's revision breaks
+    nothing a check of values sees; ranked, it is found."""
+    ok = SplitLinear().check(_ctx(_foreign_gaps(50)))
+    assert ok.valid is True, ok
+    assert ok.figures["metastore"]["revisions"].startswith("ranked by the watch record: 2 writes")
+    bad = SplitLinear().check(_ctx(_foreign_gaps(10)))
+    assert bad.valid is False, bad
+    assert bad.anomalies[0].message.startswith("metastore:")
+    unwatched = _foreign_gaps(10)
+    unwatched.events = [e for e in unwatched.events if e["f"] != "watch"]
+    fallback = SplitLinear().check(_ctx(unwatched))
+    assert fallback.valid is True  # values alone cannot see it, and says so
+    assert fallback.figures["metastore"]["revisions"].startswith("left out: no watch")
+
+
+def _lost_writes(recorded_value: int) -> HistoryBuilder:
+    """A put whose answer was lost, a later read of its value at the first write."""
+    b = HistoryBuilder()
+    b.add(2, "invoke", "put", key="m/0", value=7)
+    b.add(2, "info", "put", key="m/0", value=None)
+    b.op(1, "get", key="m/0", result={"value": 7, "mod_revision": 3, "revision": 4})
+    _watch(b, 1, [(3, "m/0", "put", recorded_value)])
+    return b
+
+
+def test_a_lost_write_may_only_be_the_write_the_record_shows() -> None:
+    """The lost put explains the read only if the record's write at 3 is it."""
+    ok = SplitLinear().check(_ctx(_lost_writes(7)))
+    assert ok.valid is True, ok
+    bad = SplitLinear().check(_ctx(_lost_writes(8)))
+    assert bad.valid is False, bad
+
+
+def test_a_write_applied_twice_is_found_on_ranks() -> None:
+    """The planted `metastore.ignore-sessions` shape: one put, answered once,
+    applied again after a later write to its key."""
+    b = HistoryBuilder()
+    b.op(1, "put", key="m/0", value=9, result=3)
+    b.op(1, "put", key="m/0", value=10, result=5)
+    b.op(1, "get", key="m/0", result={"value": 9, "mod_revision": 7, "revision": 7})
+    _watch(b, 1, [(3, "m/0", "put", 9), (5, "m/0", "put", 10), (7, "m/0", "put", 9)])
+    result = SplitLinear().check(_ctx(b))
+    assert result.valid is False, result
+    assert result.figures["metastore"]["revisions"].startswith("ranked")
