@@ -85,7 +85,7 @@ class SplitLinear:
         rest = [op for op in ctx.operations if not is_meta(op)]
         kv = LinearizabilityChecker().check(msgspec.structs.replace(ctx, operations=rest))
         options = {**ctx.options, "model": "metastore"}
-        meta_ops, model, basis = _revisions_basis(meta, ctx.operations)
+        meta_ops, model, basis = metastore_basis(meta, watch_record(ctx.operations))
         m = LinearizabilityChecker(model).check(
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)
         )
@@ -93,21 +93,36 @@ class SplitLinear:
         return split_result(kv, m)
 
 
-def _revisions_basis(meta: list[Operation], operations: list[Operation],
-                     ) -> tuple[list[Operation], Any, str]:  # fmt: skip
-    """The metastore ops to check, the model for them, and what their revisions
-    are: ranks by the watch record, or left out (and why)."""
-    from checkers.linearizability.metastore import MetastoreModel
-    from checkers.meta_ranks import UnrankableError, ranked_ops, record_of
+def watch_record(operations: list[Operation]) -> Any:
+    """The watch record of the metastore prefix (checkers/meta_ranks.py), or
+    why there is none (a string)."""
+    from checkers.meta_ranks import UnrankableError, record_of
 
     try:
-        record = record_of(operations, METASTORE_PREFIX)
-        ranked = ranked_ops(meta, record)
+        return record_of(operations, METASTORE_PREFIX)
     except UnrankableError as why:
-        return [values_only(op) for op in meta], None, f"left out: {why}"
-    basis = (f"ranked by the watch record: {len(record.writes)} writes under "
-             f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; later ones left out")  # fmt: skip
-    return ranked, MetastoreModel(pinned=record.pinned()), basis
+        return str(why)
+
+
+def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation], Any, str]:
+    """The metastore ops to check, the model for them (None: the named one's
+    default), and what their revisions are: ranks by `record` (`watch_record`),
+    or left out, and why."""
+    from checkers.linearizability.metastore import MetastoreModel
+    from checkers.meta_ranks import UnrankableError, ranked_ops
+
+    why = record if isinstance(record, str) else None
+    if why is None:
+        try:
+            ranked = ranked_ops(meta, record)
+        except UnrankableError as exc:
+            why = str(exc)
+        else:
+            basis = (f"ranked by the watch record: {len(record.writes)} writes under "
+                     f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; "
+                     "later ones left out")  # fmt: skip
+            return ranked, MetastoreModel(pinned=record.pinned()), basis
+    return [values_only(op) for op in meta], None, f"left out: {why}"
 
 
 def split_result(kv: CheckerResult, m: CheckerResult) -> CheckerResult:

@@ -83,16 +83,24 @@ def record_of(operations: Iterable[Operation], prefix: str) -> WatchRecord:
         if not isinstance(start, int) or start < 1 or stream is None or stream.compacted:
             continue  # from the current revision (not on record), or refused: covers nothing
         events: dict[int, list[Any]] = {}
-        last = start - 1
-        for _, item in stream.events:
-            rev, key = item.get("revision"), item.get("key")
-            if not isinstance(rev, int) or rev < max(last, start):
+        last = synced = start - 1  # the newest event; the newest revision known complete
+        lines: list[tuple[int, Any]] = [*stream.events, *stream.progress]
+        lines.sort(key=lambda line: line[0])  # by response: events and progress in arrival order
+        for _, line in lines:
+            if isinstance(line, int):  # progress: every event up to it was delivered
+                synced = max(synced, line)
+                continue
+            rev, key = line.get("revision"), line.get("key")
+            # After the newest revision known complete, or one more event of the
+            # last revision (a transaction's), with no progress line between.
+            if not (isinstance(rev, int) and rev >= start
+                    and (rev > synced or rev == last == synced)):  # fmt: skip
                 raise UnrankableError(f"watch op {op.invoke_index}: revision {rev!r} out of order")
             if not (isinstance(key, str) and key.startswith(prefix)):
                 raise UnrankableError(f"watch op {op.invoke_index}: {key!r} is outside {prefix!r}")
-            events.setdefault(rev, []).append(_event_effect(item))
-            last = rev
-        spans.append((start, last, events))
+            events.setdefault(rev, []).append(_event_effect(line))
+            last = synced = rev
+        spans.append((start, synced, events))
     return _merge(spans)
 
 

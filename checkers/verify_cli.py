@@ -51,16 +51,19 @@ def _parts(figures: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(f"linearizable/{name}", f) for name, f in figures.items() if isinstance(f, dict)]
 
 
-def _operations(label: str, operations: list[Any]) -> list[Any]:
-    """The operations the checker handed this part's search."""
-    from checkers.compose import is_meta, values_only  # SplitLinear's own split
+def _operations(label: str, operations: list[Any]) -> tuple[list[Any], Any]:
+    """The operations the checker handed this part's search, and the model
+    instance it used when not the named model's default."""
+    from checkers.compose import is_meta, metastore_basis, watch_record  # SplitLinear's split
     from checkers.linear import model_ops
 
     if label.endswith("/metastore"):
-        return [values_only(op) for op in operations if is_meta(op) and op.f != "range"]
+        meta = [op for op in operations if is_meta(op)]
+        ops, model, _ = metastore_basis(meta, watch_record(operations))
+        return ops, model
     if label.endswith("/register"):
-        return model_ops([op for op in operations if not is_meta(op)])
-    return model_ops(operations)
+        return model_ops([op for op in operations if not is_meta(op)]), None
+    return model_ops(operations), None
 
 
 def _same_ops(shown: list[Any], history: list[Any]) -> str | None:
@@ -88,7 +91,9 @@ def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> s
     model = lin.MODELS.get(str(figures.get("model")))
     if model is None:
         raise VerifyError(f"{label}: unknown model {figures.get('model')!r}")
-    ops = prepare(lin.ops_from_history(_operations(label, operations), model), model)
+    history_ops, bound = _operations(label, operations)
+    model = model if bound is None else bound
+    ops = prepare(lin.ops_from_history(history_ops, model), model)
     parts = {repr(key): (key, part) for key, part in partition(ops, model)}
     if figures.get("witness"):
         witnesses = msgspec.convert(figures["witness"], list[Witness])

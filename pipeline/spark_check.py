@@ -42,7 +42,7 @@ from checkers.linear import NOT_MODELLED, checker_result, infer_model
 from checkers.stats import MEMBERSHIP_FS
 from checkers.verify_cli import SPARK_NO_WITNESS
 
-RESULT_SCHEMA = "part string, result string"
+RESULT_SCHEMA = "part string, result string, basis string"
 # The group of every metastore op: the metastore model is not partitioned by
 # key (its revisions are global), so that traffic is one task's search.
 META_GROUP = "\x00metastore"
@@ -53,10 +53,12 @@ class SparkCheckError(ValueError):
 
 
 def check_group(
-    pdf: Any, model: str, values_only: bool, time_limit_s: float
-) -> list[tuple[str, str]]:
+    pdf: Any, model: str, record: Any, time_limit_s: float
+) -> list[tuple[str, str, str]]:
     """One group's operations (pandas, OP_SCHEMA: a key's, or all the metastore's)
-    -> its row: (its part, its LinResult as JSON)."""
+    -> its row: (its part, its LinResult as JSON, what the metastore's revisions
+    were: see `compose.metastore_basis`; "" for a key's). `record` is the
+    watch record of a mixed history (`compose.watch_record`), else None."""
     from checkers import compose
     from checkers import linearizability as lin
     from checkers.linearizability.types import LinResult
@@ -64,14 +66,16 @@ def check_group(
 
     ops = key_ops(pdf)
     meta = pdf["group"].iloc[0] == META_GROUP
+    bound, basis = None, ""
     if meta:
         model = "metastore"
-        ops = [compose.values_only(op) for op in ops] if values_only else ops
+        if record is not None:
+            ops, bound, basis = compose.metastore_basis(ops, record)
     started = time.monotonic()
     try:
         # One worker: the executor is the unit of parallelism here, not a process pool.
-        result = lin.check(lin.ops_from_history(ops, model), model, time_limit_s=time_limit_s,
-                           workers=1)  # fmt: skip
+        result = lin.check(lin.ops_from_history(ops, model), bound or model,
+                           time_limit_s=time_limit_s, workers=1)  # fmt: skip
     except lin.HistoryError as exc:
         elapsed = time.monotonic() - started
         result = LinResult(valid="unknown", model=model, ops=len(ops), partitions=1,
@@ -79,7 +83,7 @@ def check_group(
                            reason=f"cannot check: {exc}")  # fmt: skip
     result.witness = []  # see the module doc
     part = "metastore" if meta else "register"
-    return [(part, msgspec.json.encode(result).decode())]
+    return [(part, msgspec.json.encode(result).decode(), basis)]
 
 
 def merge(results: list[Any], model: str, elapsed_s: float) -> Any:
@@ -154,14 +158,17 @@ def spark_check(
             raise SparkCheckError(
                 f"model {model!r} is not partitioned by key; --spark takes {', '.join(keyed)}"
             )
+        record = _watch_record(staged.clients) if mixed else None
         group = F.when(F.col("is_meta"), F.lit(META_GROUP)).otherwise(F.col("key"))
         checked = per_group(modelled.withColumn("group", group), "group", "invoke_index",
-                            lambda pdf: check_group(pdf, register_model, mixed, time_limit_s),
+                            lambda pdf: check_group(pdf, register_model, record, time_limit_s),
                             RESULT_SCHEMA)  # fmt: skip
         decoder = msgspec.json.Decoder(LinResult)
         parts: dict[str, list[Any]] = {"register": [], "metastore": []}
+        basis = ""
         for row in checked.toLocalIterator():
             parts[row.part].append(decoder.decode(row.result))
+            basis = basis or row.basis
         all_ops = staged.ops.where(F.col("problem").isNull()).count()
     finally:
         staged.release()
@@ -173,6 +180,8 @@ def spark_check(
         _part_result(parts["metastore"] or parts["register"],
                      "metastore" if parts["metastore"] else register_model, elapsed)
     )  # fmt: skip
+    if basis:
+        lin_result.figures["metastore"]["revisions"] = basis
     lin_result.figures.setdefault("elapsed_s", round(elapsed, 6))
     notes += [
         f"checked with Spark ({master}): linearizability per key on the executors, "
@@ -185,6 +194,19 @@ def spark_check(
     reasons = [f"linearizable: {lin_result.error}"] if lin_result.valid == "unknown" else []
     return Result(valid=lin_result.valid, checkers=checkers, reasons=reasons, ops=all_ops,
                   elapsed_s=round(time.monotonic() - started, 6), notes=notes)  # fmt: skip
+
+
+def _watch_record(clients: Any) -> Any:
+    """The metastore prefix's watch record (`compose.watch_record`), built on the
+    driver from the watch ops alone: it holds one entry per write under the
+    prefix, which the metastore's one search needs anyway."""
+    from pyspark.sql import functions as F  # noqa: N812 -- Spark's own idiom
+
+    from checkers.compose import watch_record
+    from pipeline.precheck import key_ops
+
+    watches = clients.where(F.col("f") == "watch").orderBy("invoke_index").toPandas()
+    return watch_record(key_ops(watches) if len(watches) else [])
 
 
 def _part_result(results: list[Any], model: str, elapsed_s: float) -> Any:

@@ -47,6 +47,32 @@ def test_the_record_is_the_gapless_cover_from_revision_one() -> None:
     assert record.pinned()[3] == (("m/0", "DELETE", None),)
 
 
+def _progress(b: HistoryBuilder, start: int, lines: list[Ev | int]) -> None:
+    """A watch whose lines are events and progress notifications (ints)."""
+    responses = [{"revision": ln, "progress": True} if isinstance(ln, int) else
+                 {"revision": ln[0], "events": [{"key": ln[1], "revision": ln[0], "type": ln[2],
+                                                 "value": ln[3]}]} for ln in lines]  # fmt: skip
+    b.op(9, "watch", value={"prefix": "m/", "from": start},
+         result={"responses": responses, "unframed": True})  # fmt: skip
+
+
+def test_a_progress_line_covers_the_revisions_up_to_it() -> None:
+    """ember sends {"progress": r} when every event up to r was sent: a watch
+    that delivered nothing after 2 still covers up to its progress."""
+    b = HistoryBuilder()
+    _progress(b, 1, [(2, "m/0", "put", 1), 6])
+    _progress(b, 7, [6, (8, "m/0", "put", 2), 11])
+    record = record_of(_ops(b), "m/")
+    assert (record.end, record.writes) == (11, (2, 8))
+
+
+def test_an_event_a_progress_line_already_passed_gives_no_record() -> None:
+    b = HistoryBuilder()
+    _progress(b, 1, [(2, "m/0", "put", 1), 6, (5, "m/1", "put", 1)])
+    with pytest.raises(UnrankableError, match="revision 5 out of order"):
+        record_of(_ops(b), "m/")
+
+
 @pytest.mark.parametrize("spec", [{"from": 3}, {"from": 1, "key": "m/0"}, {"from": 0}])
 def test_no_record_without_a_prefix_watch_from_revision_one(spec: dict[str, Any]) -> None:
     b = HistoryBuilder()

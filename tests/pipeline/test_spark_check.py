@@ -82,10 +82,15 @@ def sim_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_mixed_register_and_metastore_history_is_split_as_locally(
     spark: Any, sim_run: Path
 ) -> None:
-    """Register keys per key with kv, the metastore's ops as one values-only search."""
+    """Register keys per key with kv, the metastore's ops as one search on
+    revisions ranked by the same watch record (checkers/meta_ranks.py)."""
     local = _local(sim_run)
     assert set(_parts(local)) == {"register", "metastore"}
-    _assert_agree(local, _spark(spark, sim_run))
+    ours = _spark(spark, sim_run)
+    _assert_agree(local, ours)
+    revisions = ours.checkers["linearizable"].figures["metastore"]["revisions"]
+    assert revisions == local["metastore"]["revisions"]
+    assert revisions.startswith("ranked by the watch record")
 
 
 def _kv_lines(n: int) -> list[str]:

@@ -327,3 +327,30 @@ def test_a_search_resumed_after_every_step_reaches_the_same_verdict(
         assert out.valid == whole.valid
         if out.valid is True:
             build_witness(model, key, part, out.order)
+
+
+def test_verify_reruns_a_counterexample_checked_on_ranks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The metastore part of a mixed run is checked on revisions ranked by the
+    watch record (checkers/meta_ranks.py); verify rebuilds the same ops."""
+    from tests.checkers.helpers import HistoryBuilder, write_run
+
+    h = HistoryBuilder()
+    h.op(0, "put", key="k1", value="a")
+    h.op(1, "put", key="m/x", value=1, result=10)
+    h.op(1, "put", key="m/x", value=2, result=50)  # other writers wrote 11-49
+    h.op(1, "get", key="m/x", result={"value": 2, "mod_revision": 10, "revision": 60})
+    events = [
+        {"key": "m/x", "revision": r, "type": "put", "value": v} for r, v in ((10, 1), (50, 2))
+    ]
+    responses = [{"revision": e["revision"], "events": [e]} for e in events]
+    h.op(2, "watch", value={"prefix": "m/", "from": 1}, result={"responses": responses})
+    run = write_run(tmp_path / "run", h.lines(), plan={"name": "t", "seed": 1})
+    assert main(["check", str(run), "--checker", "linearizable"]) == 1
+    results = json.loads((run / "results.json").read_text())
+    figures = results["checkers"]["linearizable"]["figures"]["metastore"]
+    assert figures["revisions"].startswith("ranked by the watch record")
+    capsys.readouterr()
+    assert main(["verify", str(run)]) == 0
+    assert "linearizable/metastore: counterexample verified" in capsys.readouterr().out
