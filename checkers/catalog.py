@@ -148,8 +148,9 @@ GUARANTEES: tuple[Rule, ...] = (
          "needs response boundaries (watch results as {responses})"),
     Rule("G6", "watch bounded",
          {"revisions": _k("watch-before-start", "watch-outside-range", "watch-event-mismatch",
-                          "watch-phantom-event")},
-         "nothing before its start, outside its range, or that no write made"),
+                          "watch-phantom-event", "watch-write-applied-twice")},
+         "nothing before its start, outside its range, or that no write made (one write "
+         "delivered at two revisions: applied twice)"),
     Rule("G7", "progress truthful",
          {"revisions": _k("watch-progress-ahead", "watch-progress-behind")},
          "needs progress notifications in the stream"),

@@ -47,7 +47,7 @@ from checkers.api import Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import check_assignments
 from checkers.history import Operation
 from checkers.revision_fields import RevisionFields, parse
-from checkers.watches import WriteIndex, check_watch, fault_compactions
+from checkers.watches import WriteIndex, check_applications, check_watch, fault_compactions
 
 
 def revision_of(op: Operation, fields: RevisionFields | None) -> int | None:
@@ -100,6 +100,7 @@ class RevisionChecker:
         index = WriteIndex.build(ops, ctx.operations, compactions)
         for watch in watches:
             anomalies.extend(check_watch(watch, index))
+        anomalies.extend(check_applications(watches, ctx.operations))
         snaps = [op for op, k in kinds if k == "snapshot" and op.type == "ok"]
         anomalies.extend(check_snapshots(snaps, writes))
         figures: dict[str, Any] = {"declared": fields is not None, "ops": len(ops),

@@ -27,7 +27,10 @@ Against the history's writes (`WriteIndex`), each stream must be:
   must be one of that write's effects (`watch-event-mismatch`), and one at
   any other revision must be a key and value some operation that did not
   fail wrote (`watch-phantom-event`); values are compared where events
-  carry them;
+  carry them; and across every stream, a put's key and value delivered at
+  more revisions than operations could have written it is one write applied
+  twice (`watch-write-applied-twice`: a write sent again after a lost answer
+  and applied again, which client sessions exist to prevent);
 - G7 truthful progress: a notification at p follows every certain write
   to its range from `from` to p, no event at or below p comes after it,
   and p is not below a revision the stream already delivered;
@@ -354,6 +357,44 @@ def fault_compactions(operations: Iterable[Operation]) -> list[Operation]:
         at = done.get("revision") if at is None else at
         if isinstance(at, int) and not isinstance(at, bool):
             out.append(msgspec.structs.replace(op, value={"revision": at}))
+    return out
+
+
+def check_applications(watches: Iterable[Operation],
+                       operations: Iterable[Operation]) -> list[Anomaly]:  # fmt: skip
+    """G6 across streams: each put's (key, value) at no more revisions than
+    operations could have written it (module doc). Each op applies once, and
+    counts once however many of its branches write the pair; a pair no op
+    wrote is the phantom rule's."""
+    from checkers.linearizability.check import freeze  # hashable values, compared with ==
+
+    at: dict[tuple[Any, Any], dict[int, int]] = {}  # (key, value) -> revision -> a watch
+    for watch in watches:
+        stream = stream_of(watch.result)
+        for _, item in stream.events if stream is not None else ():
+            rev = item.get("revision")
+            if str(item.get("type") or PUT).upper() == PUT and "value" in item \
+                    and isinstance(rev, int):  # fmt: skip
+                pair = (item.get("key"), freeze(item["value"]))
+                at.setdefault(pair, {}).setdefault(rev, watch.invoke_index)
+    writers: dict[tuple[Any, Any], list[int]] = {}
+    for op in operations:
+        if op.type != "fail":
+            pairs = {(k, freeze(v)) for k, t, v in possible_effects(op) if t == PUT}
+            for pair in pairs & at.keys():
+                writers.setdefault(pair, []).append(op.invoke_index)
+    out = []
+    # The plainest first: a pair one op wrote, delivered twice.
+    for (key, value), revisions in sorted(at.items(), key=lambda kv: (
+            len(writers.get(kv[0], ())), min(kv[1]))):  # fmt: skip
+        ops = writers.get((key, value), [])
+        if ops and len(revisions) > len(ops):
+            revs = sorted(revisions)
+            out.append(Anomaly(
+                kind="watch-write-applied-twice",
+                message=f"{key!r}={value!r} was delivered at revisions {revs}, but only "
+                        f"{len(ops)} operation(s) wrote it ({ops[:5]}): a write applied twice",
+                ops=[*ops[:5], *sorted(set(revisions.values()))], revisions=revs))  # fmt: skip
     return out
 
 

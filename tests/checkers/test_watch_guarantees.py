@@ -282,3 +282,28 @@ def test_a_lost_event_is_reported_once_not_again_by_a_later_progress() -> None:
     story["C"]["responses"].append({"revision": 5, "progress": True})
     kinds = [a.kind for a in _check(story).anomalies]
     assert kinds == ["watch-compaction-lost-event"], kinds
+
+
+def _applied_again(s: Story, writes: int) -> None:
+    """put m/b=5 delivered again at 6, by both streams that reach it; with
+    `writes` 2 a second put of m/b=5 explains it (and the read sees it)."""
+    again = {"revision": 6, "events": [{"key": "m/b", "revision": 6, "type": "PUT", "value": 5}]}
+    s["A"]["responses"].append(again)
+    s["C"]["responses"].append(copy.deepcopy(again))
+    if writes == 2:
+        s["writes"].append(("put", "m/b", 5, 6))
+        s["read"] = {"value": 5, "mod_revision": 6, "revision": 6}
+
+
+def test_a_write_delivered_at_two_revisions_is_applied_twice() -> None:
+    """The planted `metastore.ignore-sessions` shape: one put, two applications."""
+    story = _story()
+    _applied_again(story, writes=1)
+    result = _check(story)
+    assert [a.kind for a in result.anomalies] == ["watch-write-applied-twice"]
+    assert result.anomalies[0].revisions == [5, 6]
+    assert "'m/b'=5 was delivered at revisions [5, 6], but only 1 operation(s)" in \
+        result.anomalies[0].message  # fmt: skip
+    twin = _story()
+    _applied_again(twin, writes=2)
+    assert _check(twin).valid is True, _check(twin).anomalies

@@ -7,8 +7,9 @@ apply twice.
 
 With sessions the run is valid. With the planted `metastore.ignore-sessions`
 (the session dropped where a write is received, as every write was before
-sessions) a put sent again applies twice and the linearizability checker
-finds it. With this nemesis all of seeds 1-10 were caught and the same
+sessions) a put sent again applies twice: the linearizability checker finds
+it, and the watch streams show the put's one value at several revisions
+(`watch-write-applied-twice`). With this nemesis all of seeds 1-10 were caught and the same
 seeds without the failpoint were valid; with kills and pauses aimed at the
 leader instead, 3 of 40 seeds were caught. Seed 1 is pinned both ways.
 """
@@ -58,6 +59,7 @@ def test_resent_writes_apply_once(tmp_path: Path) -> None:
     code, out, results = _run(tmp_path, {})
     assert code == 0, out
     assert results["checkers"]["linearizable"]["valid"] is True
+    assert results["checkers"]["revisions"]["valid"] is True
 
 
 @pytest.mark.slow
@@ -67,3 +69,7 @@ def test_a_resent_write_applied_twice_is_caught(tmp_path: Path) -> None:
     lin = results["checkers"]["linearizable"]
     assert lin["valid"] is False
     assert {a["kind"] for a in lin["anomalies"]} == {"nonlinearizable"}
+    assert lin["figures"]["metastore"]["revisions"].startswith("ranked by the watch record")
+    # The watch streams show it directly too: a put's one value at several revisions.
+    revisions = results["checkers"]["revisions"]
+    assert {a["kind"] for a in revisions["anomalies"]} == {"watch-write-applied-twice"}
