@@ -12,7 +12,11 @@ key here). P-compositionality makes the merge exact: the history is
 linearizable iff every key is. Each executor returns its key's `LinResult`
 as JSON; the driver merges them into one `LinResult` and turns it into the
 `linearizable` checker's result with the same function the local checker
-uses, so results.json has the local shape and verdict.
+uses, so results.json has the local shape and verdict. In a history that
+mixes register and metastore traffic, the metastore's ops are one group, on
+revisions ranked by the watch record (checkers/meta_ranks.py) that the
+driver builds from the watch ops, as the local check ranks them; the
+record holds one entry per write under the prefix.
 
 What differs, and is said in the result's notes: only the linearizability
 checker runs (the others need the whole history in one process); every key
