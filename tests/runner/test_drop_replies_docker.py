@@ -65,5 +65,7 @@ def test_dropped_answers_are_resent_and_applied_once(tmp_path: Path) -> None:
     assert resent > 0, "no metastore write was sent again"
     results = json.loads((run / "results.json").read_text())
     assert results["checkers"]["linearizable"]["valid"] is True, out
+    basis = results["checkers"]["linearizable"]["figures"]["metastore"]["revisions"]
+    assert basis.startswith("ranked by the watch record"), basis
     assert results["valid"] is True, out
     assert code == 0, out

@@ -236,7 +236,8 @@ def test_drop_replies_is_drawn_only_when_named_and_heals_by_its_own_op() -> None
     drops = [o for o in _faults(ops) if o.f == "drop-replies"]
     assert 0.16 < len(drops) / 2000 < 0.24
     assert {o.value["target"] for o in drops} == {*ROLE_TARGETS, "random", "joining"}
-    assert all(0.1 <= o.value["probability"] <= 0.5 for o in drops)
+    assert all(0.1 <= o.value["probability"] <= 0.8 for o in drops)
+    assert max(o.value["probability"] for o in drops) > 0.7  # the whole range is drawn
     assert len({o.value["probability"] for o in drops}) > 10
     healed = [h.f for f, h in zip(ops[::2], ops[1::2], strict=True) if f.f == "drop-replies"]
     assert set(healed) == {"heal-drop-replies"}
