@@ -90,6 +90,9 @@ class SplitLinear:
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)
         )
         m.figures["revisions"] = basis
+        if model is not None:  # ranked: what a counterexample shows are ranks
+            for anomaly in m.anomalies:
+                anomaly.message += f" (revisions shown as ranks: {basis})"
         return split_result(kv, m)
 
 

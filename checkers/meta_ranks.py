@@ -120,17 +120,24 @@ def _merge(spans: list[tuple[int, int, dict[int, list[Any]]]]) -> WatchRecord:
         end = max(end, last)
     if end == 0:
         raise UnrankableError("no watch on the prefix from revision 1 delivered anything")
+    # Each revision's events as every stream that delivered them has them; then
+    # each stream must have every recorded revision in its cover (by count:
+    # what it has is a subset), so a stream that covers a revision without its
+    # event disagrees too. Revisions are never walked one by one: a progress
+    # line can name any number.
     agreed: dict[int, tuple[Any, ...]] = {}
-    covered: set[int] = set()
-    for start, last, events in spans:
-        for rev in range(start, min(last, end) + 1):
-            mine = tuple(sorted(events.get(rev, ()), key=repr))
-            if rev in covered and agreed.get(rev, ()) != mine:
+    for _, _, events in spans:
+        for rev, found in events.items():
+            mine = tuple(sorted(found, key=repr))
+            if rev <= end and agreed.setdefault(rev, mine) != mine:
                 raise UnrankableError(f"the watch streams disagree about revision {rev}'s events")
-            covered.add(rev)
-            if mine:
-                agreed[rev] = mine
-    return WatchRecord(end=end, writes=tuple(sorted(agreed)), effects=agreed)
+    writes = sorted(agreed)
+    for start, last, events in spans:
+        lo, hi = bisect.bisect_left(writes, start), bisect.bisect_right(writes, min(last, end))
+        if hi - lo != sum(1 for rev in events if start <= rev <= min(last, end)):
+            missing = next(rev for rev in writes[lo:hi] if rev not in events)
+            raise UnrankableError(f"the watch streams disagree about revision {missing}'s events")
+    return WatchRecord(end=end, writes=tuple(writes), effects=agreed)
 
 
 def ranked_ops(ops: list[Operation], record: WatchRecord) -> list[Operation]:

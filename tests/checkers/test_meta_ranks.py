@@ -66,6 +66,15 @@ def test_a_progress_line_covers_the_revisions_up_to_it() -> None:
     assert (record.end, record.writes) == (11, (2, 8))
 
 
+def test_a_progress_line_far_ahead_is_not_walked_revision_by_revision() -> None:
+    """A stream may name any revision; the record's cost is its events'."""
+    b = HistoryBuilder()
+    _progress(b, 1, [(2, "m/0", "put", 1), 10**15])
+    _progress(b, 1, [(2, "m/0", "put", 1), 10**14])
+    record = record_of(_ops(b), "m/")
+    assert (record.end, record.rank(10**13)) == (10**15, 1)
+
+
 def test_an_event_a_progress_line_already_passed_gives_no_record() -> None:
     b = HistoryBuilder()
     _progress(b, 1, [(2, "m/0", "put", 1), 6, (5, "m/1", "put", 1)])
@@ -165,6 +174,7 @@ def test_mixed_histories_keep_their_revisions_where_the_watches_record_every_wri
     bad = SplitLinear().check(_ctx(_foreign_gaps(10)))
     assert bad.valid is False, bad
     assert bad.anomalies[0].message.startswith("metastore:")
+    assert "(revisions shown as ranks: ranked by the watch record" in bad.anomalies[0].message
     unwatched = _foreign_gaps(10)
     unwatched.events = [e for e in unwatched.events if e["f"] != "watch"]
     fallback = SplitLinear().check(_ctx(unwatched))
