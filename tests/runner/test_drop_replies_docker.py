@@ -5,7 +5,10 @@ are sent again with their session, and ember applies each once, so the run
 is valid. The node's audit log shows the failpoint's toggles and how many
 answers it swallowed. With the planted `metastore.ignore-sessions` this plan
 (30 s) was invalid by linearizability in seeds 1-4 and valid without it in
-seeds 2-4; the simulator pins the planted case (tests/sim/test_meta_resend.py).
+seeds 2-4 (share 0.1-0.5); at 0.1-0.8, on revisions ranked by the watch
+record, seeds 1-4 were invalid by linearizability and by revisions'
+`watch-write-applied-twice`, and valid without it. The simulator pins the
+planted case (tests/sim/test_meta_resend.py).
 """
 
 from __future__ import annotations
