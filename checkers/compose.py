@@ -89,11 +89,7 @@ class SplitLinear:
         m = LinearizabilityChecker(model).check(
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)
         )
-        m.figures["revisions"] = basis
-        if model is not None:  # ranked: what a counterexample shows are ranks
-            for anomaly in m.anomalies:
-                anomaly.message += f" (revisions shown as ranks: {basis})"
-        return split_result(kv, m)
+        return split_result(kv, with_basis(m, basis))
 
 
 def watch_record(operations: list[Operation]) -> Any:
@@ -126,6 +122,17 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
                      "later ones left out")  # fmt: skip
             return ranked, MetastoreModel(pinned=record.pinned()), basis
     return [values_only(op) for op in meta], None, f"left out: {why}"
+
+
+def with_basis(m: CheckerResult, basis: str) -> CheckerResult:
+    """The metastore part's result saying what its revisions were
+    (`metastore_basis`); where ranks, its anomalies say the revisions their
+    ops show are ranks, not the store's."""
+    m.figures["revisions"] = basis
+    if basis.startswith("ranked"):
+        for anomaly in m.anomalies:
+            anomaly.message += f" (revisions shown as ranks: {basis})"
+    return m
 
 
 def split_result(kv: CheckerResult, m: CheckerResult) -> CheckerResult:

@@ -41,7 +41,7 @@ import msgspec
 
 from checkers.api import merge_validity
 from checkers.compose import METASTORE_PREFIX as META_PREFIX
-from checkers.compose import split_result
+from checkers.compose import split_result, with_basis
 from checkers.linear import NOT_MODELLED, checker_result, infer_model
 from checkers.stats import MEMBERSHIP_FS
 from checkers.verify_cli import SPARK_NO_WITNESS
@@ -179,13 +179,11 @@ def spark_check(
     elapsed = time.monotonic() - started
     lin_result = (
         split_result(_part_result(parts["register"], register_model, elapsed),
-                     _part_result(parts["metastore"], "metastore", elapsed))
+                     with_basis(_part_result(parts["metastore"], "metastore", elapsed), basis))
         if mixed else
         _part_result(parts["metastore"] or parts["register"],
                      "metastore" if parts["metastore"] else register_model, elapsed)
     )  # fmt: skip
-    if basis:
-        lin_result.figures["metastore"]["revisions"] = basis
     lin_result.figures.setdefault("elapsed_s", round(elapsed, 6))
     notes += [
         f"checked with Spark ({master}): linearizability per key on the executors, "

@@ -54,3 +54,26 @@ def write_run(
         d.mkdir(parents=True)
         (d / "events.jsonl").write_bytes(b"".join(msgspec.json.encode(e) + b"\n" for e in events))
     return root
+
+
+Ev = tuple[int, str, str, Any]  # revision, key, type, value
+
+
+def watch_op(b: HistoryBuilder, start: int, events: list[Ev], **spec: Any) -> None:
+    """A prefix watch from `start` that delivered `events` (ember's stream shape)."""
+    responses = [{"revision": rev, "events": [{"key": k, "revision": rev, "type": t, "value": v}]}
+                 for rev, k, t, v in events]  # fmt: skip
+    b.op(9, "watch", value={"prefix": "m/", "from": start, **spec},
+         result={"responses": responses, "unframed": True})  # fmt: skip
+
+
+def foreign_writers_history(read_mod: int) -> HistoryBuilder:
+    """Writes at 10 and 50 (other writers between), a read naming one of them."""
+    b = HistoryBuilder()
+    b.op(1, "put", key="m/0", value=1, result=10)
+    b.op(1, "put", key="m/0", value=2, result=50)
+    b.op(1, "get", key="m/0", result={"value": 2, "mod_revision": read_mod, "revision": 60})
+    watch_op(b, 1, [(10, "m/0", "put", 1), (50, "m/0", "put", 2)])
+    b.op(9, "watch", value={"prefix": "m/", "from": 51}, result={"responses": [
+        {"revision": 70, "progress": True}]})  # fmt: skip
+    return b

@@ -11,16 +11,7 @@ from checkers.api import CheckContext
 from checkers.compose import SplitLinear
 from checkers.history import Event, Operation, pair, validate
 from checkers.meta_ranks import UnrankableError, ranked_ops, record_of
-from tests.checkers.helpers import HistoryBuilder
-
-Ev = tuple[int, str, str, Any]  # revision, key, type, value
-
-
-def _watch(b: HistoryBuilder, start: int, events: list[Ev], **spec: Any) -> None:
-    responses = [{"revision": rev, "events": [{"key": k, "revision": rev, "type": t, "value": v}]}
-                 for rev, k, t, v in events]  # fmt: skip
-    b.op(9, "watch", value={"prefix": "m/", "from": start, **spec},
-         result={"responses": responses, "unframed": True})  # fmt: skip
+from tests.checkers.helpers import Ev, HistoryBuilder, foreign_writers_history, watch_op
 
 
 def _ops(b: HistoryBuilder) -> list[Operation]:
@@ -38,9 +29,9 @@ def _ctx(b: HistoryBuilder) -> CheckContext:
 
 def test_the_record_is_the_gapless_cover_from_revision_one() -> None:
     b = HistoryBuilder()
-    _watch(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2)])
-    _watch(b, 6, [(9, "m/0", "delete", None)])
-    _watch(b, 12, [(14, "m/0", "put", 4)])  # revisions 10-11 are on no stream
+    watch_op(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2)])
+    watch_op(b, 6, [(9, "m/0", "delete", None)])
+    watch_op(b, 12, [(14, "m/0", "put", 4)])  # revisions 10-11 are on no stream
     record = record_of(_ops(b), "m/")
     assert (record.end, record.writes) == (9, (2, 5, 9))
     assert [record.rank(r) for r in (1, 2, 4, 5, 9, 10)] == [0, 1, 1, 2, 3, None]
@@ -86,29 +77,29 @@ def test_an_event_a_progress_line_already_passed_gives_no_record() -> None:
 def test_no_record_without_a_prefix_watch_from_revision_one(spec: dict[str, Any]) -> None:
     b = HistoryBuilder()
     start = spec.pop("from")
-    _watch(b, start, [(4, "m/0", "put", 1)], **spec)
+    watch_op(b, start, [(4, "m/0", "put", 1)], **spec)
     with pytest.raises(UnrankableError, match="from revision 1"):
         record_of(_ops(b), "m/")
 
 
 def test_streams_that_disagree_give_no_record() -> None:
     b = HistoryBuilder()
-    _watch(b, 1, [(2, "m/0", "put", 1), (3, "m/1", "put", 1)])
-    _watch(b, 1, [(3, "m/1", "put", 1)])  # says nothing happened at 2
+    watch_op(b, 1, [(2, "m/0", "put", 1), (3, "m/1", "put", 1)])
+    watch_op(b, 1, [(3, "m/1", "put", 1)])  # says nothing happened at 2
     with pytest.raises(UnrankableError, match="disagree about revision 2"):
         record_of(_ops(b), "m/")
 
 
 def test_a_stream_going_back_gives_no_record() -> None:
     b = HistoryBuilder()
-    _watch(b, 1, [(3, "m/1", "put", 1), (2, "m/0", "put", 1)])
+    watch_op(b, 1, [(3, "m/1", "put", 1), (2, "m/0", "put", 1)])
     with pytest.raises(UnrankableError, match="out of order"):
         record_of(_ops(b), "m/")
 
 
 def _record_b() -> HistoryBuilder:
     b = HistoryBuilder()
-    _watch(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2), (9, "m/0", "put", 3)])
+    watch_op(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2), (9, "m/0", "put", 3)])
     return b
 
 
@@ -153,29 +144,17 @@ def test_a_revision_the_record_cannot_place_gives_no_ranks(
         ranked_ops([op for op in ops if op.f != "watch"], record_of(ops, "m/"))
 
 
-def _foreign_gaps(read_mod: int) -> HistoryBuilder:
-    """Writes at 10 and 50 (other writers between), a read naming one of them."""
-    b = HistoryBuilder()
-    b.op(1, "put", key="m/0", value=1, result=10)
-    b.op(1, "put", key="m/0", value=2, result=50)
-    b.op(1, "get", key="m/0", result={"value": 2, "mod_revision": read_mod, "revision": 60})
-    _watch(b, 1, [(10, "m/0", "put", 1), (50, "m/0", "put", 2)])
-    b.op(9, "watch", value={"prefix": "m/", "from": 51}, result={"responses": [
-        {"revision": 70, "progress": True}]})  # fmt: skip
-    return b
-
-
 def test_mixed_histories_keep_their_revisions_where_the_watches_record_every_write() -> None:
     """A read of the newest value that names the older write's revision breaks
     nothing a check of values sees; ranked, it is found."""
-    ok = SplitLinear().check(_ctx(_foreign_gaps(50)))
+    ok = SplitLinear().check(_ctx(foreign_writers_history(50)))
     assert ok.valid is True, ok
     assert ok.figures["metastore"]["revisions"].startswith("ranked by the watch record: 2 writes")
-    bad = SplitLinear().check(_ctx(_foreign_gaps(10)))
+    bad = SplitLinear().check(_ctx(foreign_writers_history(10)))
     assert bad.valid is False, bad
     assert bad.anomalies[0].message.startswith("metastore:")
     assert "(revisions shown as ranks: ranked by the watch record" in bad.anomalies[0].message
-    unwatched = _foreign_gaps(10)
+    unwatched = foreign_writers_history(10)
     unwatched.events = [e for e in unwatched.events if e["f"] != "watch"]
     fallback = SplitLinear().check(_ctx(unwatched))
     assert fallback.valid is True  # values alone cannot see it, and says so
@@ -188,7 +167,7 @@ def _lost_writes(recorded_value: int) -> HistoryBuilder:
     b.add(2, "invoke", "put", key="m/0", value=7)
     b.add(2, "info", "put", key="m/0", value=None)
     b.op(1, "get", key="m/0", result={"value": 7, "mod_revision": 3, "revision": 4})
-    _watch(b, 1, [(3, "m/0", "put", recorded_value)])
+    watch_op(b, 1, [(3, "m/0", "put", recorded_value)])
     return b
 
 
@@ -207,7 +186,7 @@ def test_a_write_applied_twice_is_found_on_ranks() -> None:
     b.op(1, "put", key="m/0", value=9, result=3)
     b.op(1, "put", key="m/0", value=10, result=5)
     b.op(1, "get", key="m/0", result={"value": 9, "mod_revision": 7, "revision": 7})
-    _watch(b, 1, [(3, "m/0", "put", 9), (5, "m/0", "put", 10), (7, "m/0", "put", 9)])
+    watch_op(b, 1, [(3, "m/0", "put", 9), (5, "m/0", "put", 10), (7, "m/0", "put", 9)])
     result = SplitLinear().check(_ctx(b))
     assert result.valid is False, result
     assert result.figures["metastore"]["revisions"].startswith("ranked")

@@ -93,6 +93,26 @@ def test_a_mixed_register_and_metastore_history_is_split_as_locally(
     assert revisions.startswith("ranked by the watch record")
 
 
+def test_a_mixed_history_invalid_only_on_ranks_is_invalid_under_spark_too(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A read naming the older write's revision: found only on revisions ranked
+    by the watch record, by both checks, with the same failure and message."""
+    from tests.checkers.helpers import foreign_writers_history
+
+    b = foreign_writers_history(10)
+    b.op(0, "put", key="k1", value=3, result=None)  # register traffic: the history is mixed
+    (tmp_path / "history.jsonl").write_bytes(b.lines())
+    local = _local(tmp_path)
+    assert local["metastore"]["valid"] is False
+    ours = _spark(spark, tmp_path)
+    _assert_agree(local, ours)
+    plan, history, audit, _ = load_run(tmp_path, [])
+    mine = check(plan, history, {"checkers": ["linearizable"]}, audit=audit)
+    assert [a.message for a in ours.checkers["linearizable"].anomalies] == \
+        [a.message for a in mine.checkers["linearizable"].anomalies]  # fmt: skip
+
+
 def _kv_lines(n: int) -> list[str]:
     out = []
     for i in range(n):
