@@ -3,14 +3,15 @@ ember's metastore with other writers keeps its revisions in the check.
 
 Theory of operation. ember's control plane writes the same metastore as the
 `metastore` workload, so the store's revision jumps by writes the
-linearizability model never sees, and checkers/compose.py has to check such
+linearizability model never sees, and checkers/compose.py checked such
 histories on values alone. Without revisions a write whose answer was lost
 can go anywhere, and about twenty of them put the search out of time and
 memory (session 34's drop-replies runs).
 
 The workload's chain of watches on the prefix records every write to it: a
 watch from revision s delivers every event under the prefix from s on, in
-order (etcd's guarantees G3-G4, which checkers/watches.py judges). Where
+order (etcd's guarantees G3-G4, which checkers/watches.py judges), and a
+progress line at p says every event up to p was sent (ember's, G7). Where
 the streams cover revisions 1..E without a gap, the revisions under E that
 carry events are exactly the prefix's writes, and a revision's *rank*, how
 many of those writes are at or below it, is the revision the model's own
