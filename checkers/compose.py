@@ -108,7 +108,7 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
     default), and what their revisions are: ranks by `record` (`watch_record`),
     or left out, and why."""
     from checkers.linearizability.metastore import MetastoreModel
-    from checkers.meta_ranks import UnrankableError, ranked_ops
+    from checkers.meta_ranks import UnrankableError, past_record, ranked_ops
 
     why = record if isinstance(record, str) else None
     if why is None:
@@ -117,9 +117,10 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
         except UnrankableError as exc:
             why = str(exc)
         else:
+            past = past_record(meta, ranked)
             basis = (f"ranked by the watch record: {len(record.writes)} writes under "
-                     f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; "
-                     "later ones left out")  # fmt: skip
+                     f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; the revisions "
+                     f"of {past} of {len(meta)} ops, past it, left unchecked")  # fmt: skip
             return ranked, MetastoreModel(pinned=record.pinned()), basis
     return [values_only(op) for op in meta], None, f"left out: {why}"
 

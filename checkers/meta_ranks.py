@@ -146,11 +146,24 @@ def ranked_ops(ops: list[Operation], record: WatchRecord) -> list[Operation]:
     return [_ranked(op, record) for op in ops]
 
 
+def past_record(ops: list[Operation], ranked: list[Operation]) -> int:
+    """How many of `ops` reported a revision past the record's end, which
+    their ranked twins (`ranked_ops`) therefore leave unchecked."""
+    return sum(1 for op, twin in zip(ops, ranked, strict=True)
+               if _fewer(op.result, twin.result))  # fmt: skip
+
+
+def _fewer(result: Any, ranked: Any) -> bool:
+    if isinstance(result, dict) and isinstance(ranked, dict):
+        return len(ranked) < len(result)
+    return result is not None and ranked is None  # a put's revision
+
+
 def _ranked(op: Operation, record: WatchRecord) -> Operation:
     value = _ranked_conditions(op, record) if op.f == "invoke" else op.value
     result = op.result
     if op.type == "ok":
-        writes = op.f == "put" or bool(certain_effects(op))
+        writes = bool(certain_effects(op))  # a put takes its own branch
         if op.f == "put" and isinstance(result, int) and not isinstance(result, bool):
             result = _rank_of(op, record, result, write=True)
         elif op.f == "get" and isinstance(result, dict):

@@ -21,7 +21,8 @@ Theory of operation (Jepsen's `core/run!`). In order:
    and at the end (harness.clock_offsets);
 5. `heal-all` (a nemesis op, so the history records it), the database
    awaited healthy again (for ember with a zone: every rebalance finished),
-   a quiet period, then one final read per key, and (ember) every node
+   a quiet period, then one final read per key, then what closes the main
+   phase's open ends (the metastore's watch chain: `System.closing`), and (ember) every node
    asked to write each group's applied state to its audit log, so
    convergence compares replicas where they end;
 6. logs and audit events collected into nodes/<n>/;
@@ -236,7 +237,8 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
     p.status.stages = watcher.stages
     try:
         p.status.stage = "running"
-        await interp.run(_generators(p.plan, p.system, p.db, admin, nemesis))
+        main_phase = _generators(p.plan, p.system, p.db, admin, nemesis)
+        await interp.run(main_phase)
         if nemesis:
             p.status.stage = "healing"
             await interp.run({"nemesis": Once(Op(f="heal-all"))})
@@ -257,6 +259,10 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "final reads"
         reads: Generator = Seq([Once(op) for op in p.system.final_reads(p.plan)])
         await interp.run({"client": reads})
+        closing = p.system.closing(main_phase)
+        if closing:
+            p.status.stage = "closing"
+            await interp.run(closing)
         notes += await report_applied(p.db, names)
     finally:
         watcher.stop()

@@ -24,6 +24,7 @@ from workloads.metastore import (
     VALUES,
     WATCH_S,
     WatchGen,
+    closing_watch,
     final_reads,
     key_names,
     metastore_ops,
@@ -32,8 +33,8 @@ from workloads.metastore import (
 )
 
 __all__ = ["BASIC_MIX", "DEFAULT_KEYS", "FULL_MIX", "PREFIX", "VALUES", "WATCH_S",
-           "MetastoreWorker", "WatchGen", "WatchWorker", "final_reads", "key_names",
-           "metastore_ops", "metastore_streams"]  # fmt: skip
+           "MetastoreWorker", "WatchGen", "WatchWorker", "closing_watch", "final_reads",
+           "key_names", "metastore_ops", "metastore_streams"]  # fmt: skip
 
 
 class MetastoreWorker:

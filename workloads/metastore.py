@@ -27,7 +27,9 @@ are no atomic unit: G5 is not judged on it), progress lines as progress
 responses, a compacted start as {"compacted": c}. The next watch resumes
 at the revision after the last one delivered (so across a run the streams
 must deliver every write once, in order, with no gaps), through a node
-chosen at random, so a resume crosses nodes and faults.
+chosen at random, so a resume crosses nodes and faults. After the final
+reads one more watch continues the chain (`WatchGen.closing`), so the
+record of writes reaches past every op's revision.
 
 `PREFIX` also tells the composed linearizability check which client ops
 are the metastore's when a run mixes them with register traffic
@@ -49,7 +51,17 @@ import aiohttp
 from ember.client import EmberClient, Outcome
 from harness.interpreter import Reply
 from workloads import meta_traffic
-from workloads.generator import Completion, Context, Event, Fn, Generator, Op, Result
+from workloads.generator import (
+    Completion,
+    Context,
+    Event,
+    Fn,
+    Generator,
+    Once,
+    Op,
+    Result,
+    TimeLimit,
+)
 from workloads.meta_traffic import SLOW_READ_S, Known
 
 log = logging.getLogger(__name__)
@@ -225,6 +237,21 @@ class WatchGen(Generator):
         if isinstance(compacted, int):
             # What lies below was compacted away (the store said so): go on from there.
             self.next_revision = max(self.next_revision, compacted)
+
+    def closing(self) -> Op:
+        """The chain's last watch, after the final reads: it resumes where the
+        chain stopped at the time limit and runs its `WATCH_S`, so its progress
+        lines cover every write and read the run made (the ops still in flight
+        at the limit, the final reads). Never a probe: it continues the chain."""
+        return Op(f="watch", value={"prefix": PREFIX, "from": self.next_revision})
+
+
+def closing_watch(gens: Mapping[str, Generator]) -> dict[str, Generator]:
+    """The closing watch (`WatchGen.closing`) of a run whose watch thread ran
+    the chain, as its own thread kind; none when it did not."""
+    chain = gens.get("watch")
+    watch = chain.gen if isinstance(chain, TimeLimit) else chain
+    return {"watch": Once(watch.closing())} if isinstance(watch, WatchGen) else {}
 
 
 def watch_reply(stream: dict[str, Any], error: str | None, node: str | None) -> Reply:

@@ -92,6 +92,10 @@ class System(Generic[D]):
     # (fuse-overlayfs on this machine) made each flushed audit line cost
     # 0.35 ms on the node's event loop, where a volume's costs 9 us.
     data_dir: str | None = None
+    # The main phase's generators -> the ops that close what they left open,
+    # run after the final reads (the metastore's watch chain: a record of
+    # writes that stops at the time limit leaves the later revisions unchecked).
+    closing: Callable[[Mapping[str, Generator]], dict[str, Generator]] = lambda _main_phase: {}
 
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""

@@ -189,6 +189,12 @@ def _final_reads(plan: plans.Plan) -> list[Op]:
     return reads
 
 
+def _closing(main_phase: Mapping[str, Generator]) -> dict[str, Generator]:
+    from workloads import metastore
+
+    return metastore.closing_watch(main_phase)
+
+
 def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dict[str, Generator]:
     """The runner's register, change-peers and nemesis generators, plus the
     control-plane workloads'; alters and cancels stop at the time limit, the
@@ -244,6 +250,7 @@ SYSTEM: System[EmberDB] = System(
     workers=workers,
     phase_watcher=phase_watcher,
     final_reads=_final_reads,
+    closing=_closing,
     version=version,
     # change-stage / change-done and the assignment keys (nemesis/phase.py);
     # a rebalance or cancel race changes peers too.

@@ -136,6 +136,7 @@ SYSTEM: System[EtcdDB] = System(
     workers=workers,
     phase_watcher=phase_watcher,
     final_reads=final_reads,
+    closing=meta.closing_watch,
     version=version,
     # A learner added (catching-up), promoted or removed (stable): etcd_phase.py.
     phases_reached={"change-peers": ("catching-up", "stable")},

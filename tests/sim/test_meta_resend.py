@@ -60,6 +60,11 @@ def test_resent_writes_apply_once(tmp_path: Path) -> None:
     assert code == 0, out
     assert results["checkers"]["linearizable"]["valid"] is True
     assert results["checkers"]["revisions"]["valid"] is True
+    # The closing watch carries the record past the final reads: every op's
+    # revisions are checked, none left past the record's end.
+    basis = results["checkers"]["linearizable"]["figures"]["metastore"]["revisions"]
+    assert basis.startswith("ranked by the watch record"), basis
+    assert "the revisions of 0 of " in basis, basis
 
 
 @pytest.mark.slow

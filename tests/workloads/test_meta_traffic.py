@@ -118,3 +118,33 @@ class _FakeDB:
     zone_partitions = 0
     partitions = 4
     nodes: list[object] = []
+
+
+def test_the_closing_watch_continues_the_chain_and_is_never_a_probe() -> None:
+    """After the final reads, one plain watch resumes where the chain stopped
+    (even after a probe, which leaves the chain alone), so the record of
+    writes reaches past every revision the run saw."""
+    plan = plans.Plan(backend="sim", workload=("register", "metastore"),
+                      options={"meta_traffic": list(meta_traffic.EMBER_KINDS)})  # fmt: skip
+    main_phase = SYSTEM.generators(plan, _FakeDB(), {})
+    watch = main_phase["watch"].gen  # type: ignore[attr-defined]
+    assert watch.rng is not None  # probes on: the closing watch must not draw one
+    chain = Op(f="watch", value={"prefix": "m/", "from": 1})
+    events = [{"key": "m/0", "revision": 41}]
+    watch.update(_ctx(), Completion(op=chain, thread=0, type="ok", value=events))
+    probe = Op(f="watch", value={"prefix": "m/", "from": 90, "probe": "future"})
+    far = [{"key": "m/1", "revision": 95}]
+    watch.update(_ctx(), Completion(op=probe, thread=0, type="ok", value=far))
+    for _ in range(20):  # whatever the probe stream would draw next
+        closing = SYSTEM.closing(main_phase)
+        assert set(closing) == {"watch"}
+        op = closing["watch"].op(_ctx())
+        assert isinstance(op, Op)
+        assert op.f == "watch"
+        assert op.value == {"prefix": "m/", "from": 42}
+        assert closing["watch"].op(_ctx()) is None  # one watch, then done
+
+
+def test_no_closing_watch_without_the_metastore_workload() -> None:
+    plan = plans.Plan(backend="sim", workload=("register",))
+    assert SYSTEM.closing(SYSTEM.generators(plan, _FakeDB(), {})) == {}
