@@ -10,7 +10,11 @@ is switched on by name in the plan (option `meta_traffic`, flag
 - `delete`: deletes of single keys;
 - `range`: snapshot reads of the prefix at a recent past revision;
 - `compact`: compactions at a recent revision, now and then and right
-  after a delete;
+  after a delete, never past where the chain of watches resumes
+  (`Known.chain_from`): a compaction that refuses the chain's resume
+  deletes the only record of the writes in between, and with it the
+  ranking of every later revision (checkers/meta_ranks.py). Refused and
+  cut-off watches are the probes' to test;
 - `compare-mod`: transactions that also compare a key's mod revision (not
   on ember: its control plane writes the same metastore, so its revisions
   jump by writes the linearizability model never sees, and a comparison
@@ -35,7 +39,8 @@ is switched on by name in the plan (option `meta_traffic`, flag
 
 The op stream and the watch stream learn from different completions; they
 share a `Known` (the newest revision any completion reported, the highest
-compaction acknowledged), so a watch can aim at a compaction a client made.
+compaction acknowledged, where the chain of watches resumes), so a watch
+can aim at a compaction a client made and a compaction spares the chain.
 """
 
 from __future__ import annotations
@@ -88,12 +93,16 @@ class Known:
 
     newest: int = 0
     compacted: int = 0
+    chain_from: int | None = None  # the chain's next `from`; None: no chain
 
 
 def compact_op_value(r: random.Random, known: Known) -> dict[str, int]:
     """A compaction a little behind the newest revision and past the last one
-    (etcd refuses a compaction at or below the current point)."""
+    (etcd refuses a compaction at or below the current point), but not past
+    the chain's resume (module doc): there it compacts nothing new."""
     target = max(known.compacted + 1, known.newest - r.randrange(1, 8))
+    if known.chain_from is not None:
+        target = min(target, known.chain_from)
     return {"revision": max(1, min(target, known.newest))}
 
 

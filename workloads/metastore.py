@@ -208,6 +208,7 @@ class WatchGen(Generator):
         self.next_revision = 1
         self.seen = 0  # the highest revision a watch delivered or a progress line named
         self.rng, self.traffic, self.known = rng, traffic, known or Known()
+        self.known.chain_from = self.next_revision
         self.names = key_names(keys)
 
     def op(self, ctx: Context) -> Result:
@@ -237,6 +238,7 @@ class WatchGen(Generator):
         if isinstance(compacted, int):
             # What lies below was compacted away (the store said so): go on from there.
             self.next_revision = max(self.next_revision, compacted)
+        self.known.chain_from = self.next_revision
 
     def closing(self) -> Op:
         """The chain's last watch, after the final reads: it resumes where the

@@ -14,7 +14,7 @@ from harness.dbs.ember_run import SYSTEM
 from workloads import meta_traffic
 from workloads.generator import Completion, Context, Op
 from workloads.meta_traffic import Known, TrafficError, parse
-from workloads.metastore import FULL_MIX, MetastoreOps, WatchGen
+from workloads.metastore import FULL_MIX, MetastoreOps, WatchGen, metastore_streams
 
 
 def _ctx() -> Context:
@@ -148,3 +148,27 @@ def test_the_closing_watch_continues_the_chain_and_is_never_a_probe() -> None:
 def test_no_closing_watch_without_the_metastore_workload() -> None:
     plan = plans.Plan(backend="sim", workload=("register",))
     assert SYSTEM.closing(SYSTEM.generators(plan, _FakeDB(), {})) == {}
+
+
+def test_compactions_never_pass_the_chains_resume() -> None:
+    """A compaction that refused the chain's resume would delete the only record
+    of the writes in between (and the ranking of every later revision)."""
+    mix = (*FULL_MIX, ("compact", 0.5))
+    ops, watch = metastore_streams(lambda _name: random.Random(3), 4, mix,
+                                   frozenset({"compact", "delete"}))  # fmt: skip
+    known = watch.known
+    assert known.chain_from == 1  # before the first watch completes: compact nothing
+    known.newest = 500
+    chain = Op(f="watch", value={"prefix": "m/", "from": 1})
+    for last, newest in ((120, 500), (480, 500), (499, 500)):
+        known.newest = newest
+        events = [{"key": "m/0", "revision": last}]
+        watch.update(_ctx(), Completion(op=chain, thread=0, type="ok", value=events))
+        assert known.chain_from == last + 1
+        targets = [meta_traffic.compact_op_value(random.Random(i), known)["revision"]
+                   for i in range(200)]  # fmt: skip
+        assert max(targets) <= last + 1
+        assert max(targets) == min(last + 1, newest - 1)  # as recent as the chain allows
+    sent = [op for op in (ops.op(_ctx()) for _ in range(300)) if isinstance(op, Op)]
+    assert any(op.f == "compact" for op in sent)
+    assert all(op.value["revision"] <= known.chain_from for op in sent if op.f == "compact")
