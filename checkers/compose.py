@@ -28,6 +28,7 @@ to the revisions checker too.
 from __future__ import annotations
 
 import importlib
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -42,6 +43,9 @@ from checkers.linear import NOT_MODELLED, LinearizabilityChecker, model_ops
 from checkers.stats import MEMBERSHIP_FS, fault_counts
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
+# The two shapes of `metastore_basis`'s text, which `revisions_note` reads back.
+RANKED, LEFT_OUT = "ranked by the watch record: ", "left out: "
+UNCHECKED = re.compile(r"the revisions of (\d+) of (\d+) ops, past it, left unchecked")
 
 
 def is_meta(op: Operation) -> bool:
@@ -118,11 +122,26 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
             why = str(exc)
         else:
             past = past_record(meta, ranked)
-            basis = (f"ranked by the watch record: {len(record.writes)} writes under "
+            basis = (f"{RANKED}{len(record.writes)} writes under "
                      f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; the revisions "
                      f"of {past} of {len(meta)} ops, past it, left unchecked")  # fmt: skip
             return ranked, MetastoreModel(pinned=record.pinned()), basis
-    return [values_only(op) for op in meta], None, f"left out: {why}"
+    return [values_only(op) for op in meta], None, f"{LEFT_OUT}{why}"
+
+
+def revisions_note(basis: str | None) -> str | None:
+    """What the summary says of metastore revisions the check did not judge
+    (`metastore_basis`'s text), or None when it judged every one."""
+    if not basis:
+        return None
+    if basis.startswith(LEFT_OUT):
+        return (f"metastore: revisions not checked (values and outcomes only): "
+                f"{basis.removeprefix(LEFT_OUT)}")  # fmt: skip
+    found = UNCHECKED.search(basis)
+    if found is None or found.group(1) == "0":
+        return None
+    return (f"metastore: the revisions of {found.group(1)} of {found.group(2)} operations "
+            f"not checked, past the watch record ({basis.removeprefix(RANKED)})")  # fmt: skip
 
 
 def with_basis(m: CheckerResult, basis: str) -> CheckerResult:
@@ -130,7 +149,7 @@ def with_basis(m: CheckerResult, basis: str) -> CheckerResult:
     (`metastore_basis`); where ranks, its anomalies say the revisions their
     ops show are ranks, not the store's."""
     m.figures["revisions"] = basis
-    if basis.startswith("ranked"):
+    if basis.startswith(RANKED):
         for anomaly in m.anomalies:
             anomaly.message += f" (revisions shown as ranks: {basis})"
     return m
@@ -143,10 +162,13 @@ def split_result(kv: CheckerResult, m: CheckerResult) -> CheckerResult:
                  for a in r.anomalies]  # fmt: skip
     errors = [f"{part}: {r.error}" for part, r in (("register", kv), ("metastore", m))
               if r.error]  # fmt: skip
+    figures: dict[str, Any] = {"register": kv.figures, "metastore": m.figures}
+    note = revisions_note(m.figures.get("revisions"))
+    if note is not None:  # a check that did not judge everything says so (`check`)
+        figures["notes"] = [note]
     return CheckerResult(
         name=SplitLinear.name, valid=merge_validity([kv.valid, m.valid]), anomalies=anomalies,
-        figures={"register": kv.figures, "metastore": m.figures},
-        error="; ".join(errors) or None,
+        figures=figures, error="; ".join(errors) or None,
     )  # fmt: skip
 
 

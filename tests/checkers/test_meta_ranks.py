@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from checkers.api import CheckContext
-from checkers.compose import SplitLinear
+from checkers.compose import SplitLinear, check
 from checkers.history import Event, Operation, pair, validate
 from checkers.meta_ranks import UnrankableError, ranked_ops, record_of
 from tests.checkers.helpers import Ev, HistoryBuilder, foreign_writers_history, watch_op
@@ -190,3 +190,37 @@ def test_a_write_applied_twice_is_found_on_ranks() -> None:
     result = SplitLinear().check(_ctx(b))
     assert result.valid is False, result
     assert result.figures["metastore"]["revisions"].startswith("ranked")
+
+
+def _reasons(b: HistoryBuilder) -> list[str]:
+    b.op(0, "put", key="k1", value=3, result=None)  # register traffic: the history is mixed
+    events = [Event(**e) for e in b.events]
+    result = check({}, events, checkers={"linearizable": SplitLinear()})
+    assert result.valid is True, result
+    return result.reasons
+
+
+def test_the_summary_names_revisions_the_check_did_not_judge() -> None:
+    """A check that judged values alone, or left some ops' revisions out, says
+    so in the run's reasons (printed and in the report); one that judged every
+    revision says nothing."""
+
+    def recorded() -> HistoryBuilder:
+        b = _record_b()  # writes m/0=1 at 2, m/1=2 at 5, m/0=3 at 9
+        for key, value, revision in (("m/0", 1, 2), ("m/1", 2, 5), ("m/0", 3, 9)):
+            b.op(1, "put", key=key, value=value, result=revision)
+        return b
+
+    assert _reasons(recorded()) == []
+    tail = recorded()
+    tail.op(1, "get", key="m/0", result={"value": 3, "mod_revision": 9, "revision": 20})
+    assert _reasons(tail) == [
+        "linearizable: metastore: the revisions of 1 of 4 operations not checked, past the "
+        "watch record (3 writes under 'm/' at revisions 1-9; the revisions of 1 of 4 ops, "
+        "past it, left unchecked)"
+    ]
+    unwatched = foreign_writers_history(50)
+    unwatched.events = [e for e in unwatched.events if e["f"] != "watch"]
+    [reason] = _reasons(unwatched)
+    assert reason.startswith("linearizable: metastore: revisions not checked (values and "
+                             "outcomes only): no watch on the prefix"), reason  # fmt: skip
