@@ -205,10 +205,9 @@ class WatchGen(Generator):
 
     def __init__(self, rng: random.Random | None = None, traffic: frozenset[str] = frozenset(),
                  known: Known | None = None, keys: int = DEFAULT_KEYS) -> None:  # fmt: skip
-        self.next_revision = 1
         self.seen = 0  # the highest revision a watch delivered or a progress line named
         self.rng, self.traffic, self.known = rng, traffic, known or Known()
-        self.known.chain_from = self.next_revision
+        self.next_revision = 1
         self.names = key_names(keys)
 
     def op(self, ctx: Context) -> Result:
@@ -238,7 +237,15 @@ class WatchGen(Generator):
         if isinstance(compacted, int):
             # What lies below was compacted away (the store said so): go on from there.
             self.next_revision = max(self.next_revision, compacted)
-        self.known.chain_from = self.next_revision
+
+    @property
+    def next_revision(self) -> int:
+        """Where the chain resumes: kept in `known`, whose compactions spare it."""
+        return self.known.chain_from or 1
+
+    @next_revision.setter
+    def next_revision(self, revision: int) -> None:
+        self.known.chain_from = revision
 
     def closing(self) -> Op:
         """The chain's last watch, after the final reads: it resumes where the
