@@ -20,10 +20,12 @@ is switched on by name in the plan (option `meta_traffic`, flag
   jump by writes the linearizability model never sees, and a comparison
   with one cannot be judged; checkers/compose.py);
 - `watch-now`, `watch-past`, `watch-compaction`, `watch-compacted`,
-  `watch-future`: probe watches (beside the resuming chain of watches)
-  started at the current revision, a past one, the last compaction's, one
-  below it (to be refused, naming the compact revision) and one not
-  written yet;
+  `watch-future`: probe watches started at the current revision, a past
+  one, the last compaction's, one below it (to be refused, naming the
+  compact revision) and one not written yet. They run back to back on a
+  thread of their own (kind `probe`), beside the resuming chain of watches:
+  a chain that waited for probes fell behind a compaction and lost the
+  record of the writes in between (checkers/meta_ranks.py);
 - `watch-key`: probes of a single key rather than the prefix;
 - `watch-slow`: watches whose consumer reads the stream slowly;
 - `resend` (ember only): writes carry the worker's client session
@@ -39,8 +41,9 @@ is switched on by name in the plan (option `meta_traffic`, flag
 
 The op stream and the watch stream learn from different completions; they
 share a `Known` (the newest revision any completion reported, the highest
-compaction acknowledged, where the chain of watches resumes), so a watch
-can aim at a compaction a client made and a compaction spares the chain.
+compaction acknowledged, where the chain of watches resumes, the newest
+revision a watch saw), so a watch can aim at a compaction a client made and
+a compaction spares the chain.
 """
 
 from __future__ import annotations
@@ -61,7 +64,6 @@ EMBER_KINDS = tuple(k for k in KINDS if k != "compare-mod")  # see compare-mod a
 ETCD_KINDS = tuple(k for k in KINDS if k != "resend")  # see resend above
 RESENDS = 2  # attempts after the first, for a write whose outcome is unknown
 RESEND_PAUSE_S = 0.5  # before the first resend; twice that before the second
-PROBE_SHARE = 0.4  # of watches, when probes are on: the rest resume the chain
 SLOW_SHARE = 0.3  # of watches, when slow consumers are on
 SLOW_READ_S = 0.05  # a slow consumer's pause after each line it reads
 COMPACT_WEIGHT = 0.03
@@ -94,6 +96,7 @@ class Known:
     newest: int = 0
     compacted: int = 0
     chain_from: int | None = None  # the chain's next `from`; None: no chain
+    watched: int = 0  # the newest revision a watch delivered or a progress line named
 
 
 def compact_op_value(r: random.Random, known: Known) -> dict[str, int]:
@@ -112,14 +115,16 @@ def mod_condition(r: random.Random, key: str, known: Known) -> dict[str, Any]:
             "value": max(0, known.newest - r.randrange(0, 6))}  # fmt: skip
 
 
-def probe_spec(r: random.Random, traffic: frozenset[str], known: Known, seen: int,
-               prefix: str, keys: list[str]) -> dict[str, Any] | None:  # fmt: skip
-    """A probe watch's value, or None to resume the chain this time."""
-    kinds = [k for k in PROBES if k in traffic]
-    if not kinds or r.random() >= PROBE_SHARE:
-        return None
-    kind = r.choice(kinds)
-    newest = max(known.newest, seen)
+def probing(traffic: frozenset[str]) -> bool:
+    """Whether `traffic` sends probe watches (on their own thread)."""
+    return any(k in traffic for k in PROBES)
+
+
+def probe_spec(r: random.Random, traffic: frozenset[str], known: Known,
+               prefix: str, keys: list[str]) -> dict[str, Any]:  # fmt: skip
+    """A probe watch's value, of one of the probe kinds in `traffic`."""
+    kind = r.choice([k for k in PROBES if k in traffic])
+    newest = max(known.newest, known.watched)
     spec: dict[str, Any] = {"prefix": prefix}
     if "watch-key" in traffic and r.random() < 0.5:
         spec = {"key": r.choice(keys)}

@@ -29,7 +29,9 @@ at the revision after the last one delivered (so across a run the streams
 must deliver every write once, in order, with no gaps), through a node
 chosen at random, so a resume crosses nodes and faults. After the final
 reads one more watch continues the chain (`WatchGen.closing`), so the
-record of writes reaches past every op's revision.
+record of writes reaches past every op's revision. Probe watches, when the
+plan sends them (workloads.meta_traffic), run on a thread of their own
+(kind `probe`, `ProbeGen`), so the chain never waits for one.
 
 `PREFIX` also tells the composed linearizability check which client ops
 are the metastore's when a run mixes them with register traffic
@@ -43,7 +45,7 @@ import json
 import logging
 import random
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlencode
 
 import aiohttp
@@ -198,39 +200,25 @@ def final_reads(keys: int = DEFAULT_KEYS) -> list[Op]:
 
 
 class WatchGen(Generator):
-    """Back-to-back watches of PREFIX, each resuming after the last delivered
-    revision; with probe kinds in `traffic`, some watches probe other starts
-    and keys instead (workloads.meta_traffic) and leave the chain where it was.
-    """
+    """The chain: back-to-back watches of PREFIX, each resuming after the last
+    revision delivered; with `watch-slow` in `traffic`, some read slowly.
+    Probe watches run beside it (`ProbeGen`), never in its turn."""
 
     def __init__(self, rng: random.Random | None = None, traffic: frozenset[str] = frozenset(),
-                 known: Known | None = None, keys: int = DEFAULT_KEYS) -> None:  # fmt: skip
-        self.seen = 0  # the highest revision a watch delivered or a progress line named
+                 known: Known | None = None) -> None:  # fmt: skip
         self.rng, self.traffic, self.known = rng, traffic, known or Known()
         self.next_revision = 1
-        self.names = key_names(keys)
 
     def op(self, ctx: Context) -> Result:
         """The next watch (one at a time per thread)."""
         value: dict[str, Any] = {"prefix": PREFIX, "from": self.next_revision}
-        if self.rng is not None:
-            probe = meta_traffic.probe_spec(self.rng, self.traffic, self.known, self.seen,
-                                            PREFIX, self.names)  # fmt: skip
-            value = probe or value
-            if "watch-slow" in self.traffic and self.rng.random() < meta_traffic.SLOW_SHARE:
-                value["slow"] = True
-        return Op(f="watch", value=value, time_ns=ctx.time_ns)
+        return Op(f="watch", value=_maybe_slow(value, self.rng, self.traffic), time_ns=ctx.time_ns)
 
     def update(self, ctx: Context, event: Event) -> None:
         """Resume after the last revision the completed watch delivered."""
         if not (isinstance(event, Completion) and event.op.f == "watch"):
             return
-        events = watch_events(event.value)
-        progress = [r.get("revision") for r in watch_responses(event.value) if r.get("progress")]
-        self.seen = max([self.seen, *(int(e["revision"]) for e in events),
-                         *(p for p in progress if isinstance(p, int))])  # fmt: skip
-        if isinstance(event.op.value, dict) and "probe" in event.op.value:
-            return  # a probe: the chain goes on where it was
+        events = _note_watched(self.known, event.value)
         if events:
             self.next_revision = max(int(e["revision"]) for e in events) + 1
         compacted = event.value.get("compacted") if isinstance(event.value, dict) else None
@@ -251,8 +239,45 @@ class WatchGen(Generator):
         """The chain's last watch, after the final reads: it resumes where the
         chain stopped at the time limit and runs its `WATCH_S`, so its progress
         lines cover every write and read the run made (the ops still in flight
-        at the limit, the final reads). Never a probe: it continues the chain."""
+        at the limit, the final reads)."""
         return Op(f="watch", value={"prefix": PREFIX, "from": self.next_revision})
+
+
+class ProbeGen(Generator):
+    """Probe watches (workloads.meta_traffic's probe kinds), back to back on a
+    thread of their own, so the chain never waits for one."""
+
+    def __init__(self, rng: random.Random, traffic: frozenset[str], known: Known,
+                 keys: int = DEFAULT_KEYS) -> None:  # fmt: skip
+        self.rng, self.traffic, self.known = rng, traffic, known
+        self.names = key_names(keys)
+
+    def op(self, ctx: Context) -> Result:
+        """The next probe."""
+        value = meta_traffic.probe_spec(self.rng, self.traffic, self.known, PREFIX, self.names)
+        return Op(f="watch", value=_maybe_slow(value, self.rng, self.traffic), time_ns=ctx.time_ns)
+
+    def update(self, ctx: Context, event: Event) -> None:
+        """What the probe saw tells later probes where the store is."""
+        if isinstance(event, Completion) and event.op.f == "watch":
+            _note_watched(self.known, event.value)
+
+
+def _maybe_slow(value: dict[str, Any], rng: random.Random | None,
+                traffic: frozenset[str]) -> dict[str, Any]:  # fmt: skip
+    """`value`, read by a slow consumer now and then when `watch-slow` is on."""
+    if rng is not None and "watch-slow" in traffic and rng.random() < meta_traffic.SLOW_SHARE:
+        return {**value, "slow": True}
+    return value
+
+
+def _note_watched(known: Known, result: Any) -> list[dict[str, Any]]:
+    """Raise `known.watched` to what a completed watch saw; its events."""
+    events = watch_events(result)
+    progress = [r.get("revision") for r in watch_responses(result) if r.get("progress")]
+    known.watched = max([known.watched, *(int(e["revision"]) for e in events),
+                         *(p for p in progress if isinstance(p, int))])  # fmt: skip
+    return events
 
 
 def closing_watch(gens: Mapping[str, Generator]) -> dict[str, Generator]:
@@ -273,21 +298,31 @@ def watch_reply(stream: dict[str, Any], error: str | None, node: str | None) -> 
     return Reply(type="info", value=stream, error=error, node=node)
 
 
+class MetaStreams(NamedTuple):
+    """The generators of one run's metastore workload, sharing a `Known`."""
+
+    ops: Generator
+    watch: WatchGen  # the chain, on the `watch` thread
+    probes: ProbeGen | None  # on the `probe` thread, when the traffic probes
+
+
 def metastore_streams(
     rng: Callable[[str], random.Random],
     keys: int,
     mix: Sequence[tuple[str, float]],
     traffic: frozenset[str],
-) -> tuple[Generator, WatchGen]:
-    """The op stream and the watch stream of one run, sharing what they learn.
+) -> MetaStreams:
+    """The op stream, the chain of watches and the probes of one run.
 
-    Probes draw from a stream of their own, and only when on: plans that send
-    none watch exactly as they did before the traffic kinds existed."""
+    Probes and slow reads draw from streams of their own, and only when on:
+    plans that send neither watch exactly as they did before the traffic
+    kinds existed."""
     known = Known()
     ops = MetastoreOps(rng("metastore"), keys, mix, traffic, known)
-    probing = traffic & {*meta_traffic.PROBES, "watch-slow"}
-    watch = WatchGen(rng("watch-probes") if probing else None, traffic, known, keys)
-    return ops, watch
+    slow = rng("watch-slow") if "watch-slow" in traffic else None
+    probes = ProbeGen(rng("watch-probes"), traffic, known, keys) if meta_traffic.probing(traffic) \
+        else None  # fmt: skip
+    return MetaStreams(ops, WatchGen(slow, traffic, known), probes)
 
 
 def watch_responses(result: Any) -> list[dict[str, Any]]:

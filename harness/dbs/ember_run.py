@@ -13,8 +13,9 @@ on its own thread kind (process ids in this order, after the clients):
   and now and then a stale Rebalance request (`workloads.stale_request`);
 - `cancel-race` ("cancel", 1 thread): a trigger alter, then a cancel at a
   seeded phase (`workloads.cancel_race`);
-- `metastore` ("meta", META_THREADS threads, and "watch", 1 thread):
-  revisioned reads, invokes, deletes, past reads and watch streams
+- `metastore` ("meta", META_THREADS threads, "watch", 1 thread, and
+  "probe", 1 thread when the traffic sends probe watches): revisioned
+  reads, invokes, deletes, past reads and watch streams
   (`workloads.metastore`, the generator etcd's workload shares).
 
 The last three turn on ember's control plane (`EmberDB.configure`). Client
@@ -135,6 +136,11 @@ def workers(
         clients.append(watcher)
         kinds["watch"] = [n + 3 + META_THREADS]
         workers[n + 3 + META_THREADS] = watcher
+        if meta_traffic.probing(_traffic(plan)):
+            prober = EmberWatchWorker(meta_urls, node_of, plan.rng("probe-nodes"))
+            clients.append(prober)
+            kinds["probe"] = [n + 4 + META_THREADS]
+            workers[n + 4 + META_THREADS] = prober
     if nemesis_worker is not None:
         kinds["nemesis"] = ["nemesis"]
         workers["nemesis"] = nemesis_worker
@@ -146,13 +152,15 @@ def _meta_sessions(plan: plans.Plan) -> Callable[[int], str | None]:
     (traffic `resend`), else None. The cluster's data is wiped at setup, so a
     run's ids only need to differ from each other; the seeded part keeps a
     simulated run replayable."""
-    from workloads import meta_traffic
-
-    traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
-    if "resend" not in traffic:
+    if "resend" not in _traffic(plan):
         return lambda _thread: None
     run = plan.rng("meta-sessions").getrandbits(32)
     return lambda thread: f"faultline-{run:08x}-t{thread}"
+
+
+def _traffic(plan: plans.Plan) -> frozenset[str]:
+    """The metastore traffic kinds the plan sends (workloads.meta_traffic)."""
+    return meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
 
 
 def _meta_nodes(db: EmberDB) -> list[str]:
@@ -220,12 +228,14 @@ def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dic
         )  # fmt: skip
     if "metastore" in plan.workload:
         keys = int(plan.options.get("meta_keys", metastore.DEFAULT_KEYS))
-        traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
+        traffic = _traffic(plan)
         mix = [(f, w) for f, w in metastore.FULL_MIX if f not in meta_traffic.KINDS or f in traffic]
-        ops, watch = metastore.metastore_streams(plan.rng, keys, mix, traffic)
+        streams = metastore.metastore_streams(plan.rng, keys, mix, traffic)
         rate = float(plan.options.get("meta_rate_hz", 10.0))
-        out["meta"] = TimeLimit(t, Stagger(1.0 / rate, ops, plan.rng("metastore-timing")))
-        out["watch"] = TimeLimit(t, watch)
+        out["meta"] = TimeLimit(t, Stagger(1.0 / rate, streams.ops, plan.rng("metastore-timing")))
+        out["watch"] = TimeLimit(t, streams.watch)
+        if streams.probes is not None:
+            out["probe"] = TimeLimit(t, streams.probes)
     return out
 
 

@@ -64,6 +64,11 @@ def workers(
         clients.append(admin)
         kinds["admin"] = [n]
         workers[n] = MembershipWorker(admin, db, control, node_of)
+    if "metastore" in plan.workload and meta_traffic.probing(_traffic(plan)):
+        prober = _client(db, rng)
+        clients.append(prober)
+        kinds["probe"] = [n + 2]
+        workers[n + 2] = meta.WatchWorker(prober, node_of, db.member_urls)
     if nemesis_worker is not None:
         kinds["nemesis"] = ["nemesis"]
         workers["nemesis"] = nemesis_worker
@@ -76,13 +81,21 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
     out = dict(gens)
     if "metastore" in plan.workload:
         keys = int(plan.options.get("keys", meta.DEFAULT_KEYS))
-        traffic = meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.ETCD_KINDS)
+        traffic = _traffic(plan)
         mix = [*meta.BASIC_MIX, *((f, w) for f, w in meta.FULL_MIX
                                   if f in traffic and f not in dict(meta.BASIC_MIX))]  # fmt: skip
-        ops, watch = meta.metastore_streams(plan.rng, keys, mix, traffic)
-        out["client"] = TimeLimit(t, Stagger(1.0 / plan.rate_hz, ops, plan.rng("register-timing")))
-        out["watch"] = TimeLimit(t, watch)
+        streams = meta.metastore_streams(plan.rng, keys, mix, traffic)
+        out["client"] = TimeLimit(t, Stagger(1.0 / plan.rate_hz, streams.ops,
+                                             plan.rng("register-timing")))  # fmt: skip
+        out["watch"] = TimeLimit(t, streams.watch)
+        if streams.probes is not None:
+            out["probe"] = TimeLimit(t, streams.probes)
     return out
+
+
+def _traffic(plan: plans.Plan) -> frozenset[str]:
+    """The metastore traffic kinds the plan sends (workloads.meta_traffic)."""
+    return meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.ETCD_KINDS)
 
 
 def change_generator(plan: plans.Plan, db: EtcdDB) -> Generator:

@@ -180,7 +180,9 @@ def test_a_setting_the_simulator_cannot_honour_is_refused(tmp_path: Path) -> Non
 def test_the_full_metastore_traffic_is_sent_and_judged(tmp_path: Path) -> None:
     """--meta-traffic all on ember: compactions, refused and probing watches, all
     judged by the watch guarantees, and a clean tree keeps them."""
-    run_dir = _sim(tmp_path, seed=5, time_limit=20.0, workload=("register", "metastore"),
+    # Seed 1 draws every probe kind and two refused watches (seed 5 did until
+    # the probes got a thread of their own, which moved every probing seed).
+    run_dir = _sim(tmp_path, seed=1, time_limit=20.0, workload=("register", "metastore"),
                    options={"meta_traffic": ["delete", "range", "compact", "watch-now",
                                              "watch-past", "watch-compaction",
                                              "watch-compacted", "watch-future", "watch-key",

@@ -14,7 +14,7 @@ from harness.dbs.ember_run import SYSTEM
 from workloads import meta_traffic
 from workloads.generator import Completion, Context, Op
 from workloads.meta_traffic import Known, TrafficError, parse
-from workloads.metastore import FULL_MIX, MetastoreOps, WatchGen, metastore_streams
+from workloads.metastore import FULL_MIX, MetastoreOps, ProbeGen, WatchGen, metastore_streams
 
 
 def _ctx() -> Context:
@@ -70,16 +70,16 @@ def test_without_the_kinds_no_compaction_and_no_mod_comparison_is_sent() -> None
     assert any(c["target"] == "mod_revision" for c in conds)
 
 
-def test_every_probe_kind_is_sent_and_probes_leave_the_chain_alone() -> None:
+def test_every_probe_kind_is_sent_on_the_probe_thread() -> None:
     known = Known(newest=50, compacted=20)
-    gen = WatchGen(random.Random(1), frozenset(meta_traffic.KINDS), known)
+    gen = ProbeGen(random.Random(1), frozenset(meta_traffic.KINDS), known)
     seen: Counter[str] = Counter()
-    for _ in range(300):
-        newest = max(known.newest, gen.seen)
+    for i in range(300):
+        newest = max(known.newest, known.watched)
         op = gen.op(_ctx())
         assert isinstance(op, Op)
         v = op.value
-        kind = v.get("probe", "chain")
+        kind = v["probe"]  # every watch of this thread probes
         seen[kind] += 1
         seen["key"] += "key" in v
         seen["slow"] += bool(v.get("slow"))
@@ -91,16 +91,47 @@ def test_every_probe_kind_is_sent_and_probes_leave_the_chain_alone() -> None:
             assert v["from"] == 20
         elif kind == "future":
             assert v["from"] > newest
-        elif kind == "past":
-            assert 20 <= v["from"] <= newest
         else:
-            assert v["from"] == gen.next_revision
-        events = [{"key": "m/0", "revision": 60}]
+            assert kind == "past"
+            assert 20 <= v["from"] <= newest
+        events = [{"key": "m/0", "revision": 60 + i}]
         gen.update(_ctx(), Completion(op=op, thread=0, type="ok", value=events))
-        if kind == "chain":
-            assert gen.next_revision == 61
-    for kind in ("chain", "now", "past", "compaction", "compacted", "future", "key", "slow"):
+        assert known.watched == 60 + i  # later probes aim at what this one saw
+        assert known.chain_from is None  # and the chain is not theirs to move
+    for kind in ("now", "past", "compaction", "compacted", "future", "key", "slow"):
         assert seen[kind] > 0, seen
+
+
+def test_the_chain_never_probes_and_resumes_after_its_last_event() -> None:
+    """Before, probes took turns on the chain's thread: two in a row held the
+    chain back 6 s, long enough for a compaction to pass its resume point."""
+    known = Known()
+    chain = WatchGen(random.Random(2), frozenset(meta_traffic.KINDS), known)
+    slow = 0
+    for i in range(100):
+        op = chain.op(_ctx())
+        assert isinstance(op, Op)
+        assert set(op.value) - {"slow"} == {"prefix", "from"}
+        assert op.value["from"] == (1 if i == 0 else 10 * i + 1)
+        slow += bool(op.value.get("slow"))
+        events = [{"key": "m/0", "revision": 10 * (i + 1)}]
+        chain.update(_ctx(), Completion(op=op, thread=0, type="ok", value=events))
+        assert known.chain_from == 10 * (i + 1) + 1
+    assert 0 < slow < 100  # watch-slow reaches the chain too
+
+
+def test_a_probing_plan_runs_its_probes_on_a_thread_of_their_own() -> None:
+    """Probes on: a `probe` thread kind beside the chain's `watch`, sharing
+    what they learn; off (ember's default): no probe thread at all."""
+    probing = plans.Plan(backend="sim", workload=("register", "metastore"),
+                         options={"meta_traffic": ["watch-past", "compact"]})  # fmt: skip
+    gens = SYSTEM.generators(probing, _FakeDB(), {})
+    probes, chain = gens["probe"].gen, gens["watch"].gen  # type: ignore[attr-defined]
+    assert isinstance(probes, ProbeGen)
+    assert isinstance(chain, WatchGen)
+    assert probes.known is chain.known
+    plain = plans.Plan(backend="sim", workload=("register", "metastore"))
+    assert "probe" not in SYSTEM.generators(plain, _FakeDB(), {})
 
 
 def test_ember_plans_that_name_no_traffic_watch_and_mix_as_before() -> None:
@@ -110,6 +141,7 @@ def test_ember_plans_that_name_no_traffic_watch_and_mix_as_before() -> None:
     gens = SYSTEM.generators(plan, _FakeDB(), {})
     watch = gens["watch"].gen  # type: ignore[attr-defined]
     assert watch.rng is None
+    assert "probe" not in gens
     assert set(meta_traffic.EMBER_DEFAULT) <= set(SYSTEM.meta_traffic)
     assert "compare-mod" not in SYSTEM.meta_traffic
 
@@ -120,22 +152,22 @@ class _FakeDB:
     nodes: list[object] = []
 
 
-def test_the_closing_watch_continues_the_chain_and_is_never_a_probe() -> None:
+def test_the_closing_watch_continues_the_chain() -> None:
     """After the final reads, one plain watch resumes where the chain stopped
-    (even after a probe, which leaves the chain alone), so the record of
-    writes reaches past every revision the run saw."""
+    (whatever the probes saw), so the record of writes reaches past every
+    revision the run saw."""
     plan = plans.Plan(backend="sim", workload=("register", "metastore"),
                       options={"meta_traffic": list(meta_traffic.EMBER_KINDS)})  # fmt: skip
     main_phase = SYSTEM.generators(plan, _FakeDB(), {})
-    watch = main_phase["watch"].gen  # type: ignore[attr-defined]
-    assert watch.rng is not None  # probes on: the closing watch must not draw one
+    watch, probes = main_phase["watch"].gen, main_phase["probe"].gen  # type: ignore[attr-defined]
+    assert watch.rng is not None  # slow reads on: the closing watch must not draw one
     chain = Op(f="watch", value={"prefix": "m/", "from": 1})
     events = [{"key": "m/0", "revision": 41}]
     watch.update(_ctx(), Completion(op=chain, thread=0, type="ok", value=events))
     probe = Op(f="watch", value={"prefix": "m/", "from": 90, "probe": "future"})
     far = [{"key": "m/1", "revision": 95}]
-    watch.update(_ctx(), Completion(op=probe, thread=0, type="ok", value=far))
-    for _ in range(20):  # whatever the probe stream would draw next
+    probes.update(_ctx(), Completion(op=probe, thread=0, type="ok", value=far))
+    for _ in range(20):  # whatever the slow-read stream would draw next
         closing = SYSTEM.closing(main_phase)
         assert set(closing) == {"watch"}
         op = closing["watch"].op(_ctx())
@@ -154,8 +186,8 @@ def test_compactions_never_pass_the_chains_resume() -> None:
     """A compaction that refused the chain's resume would delete the only record
     of the writes in between (and the ranking of every later revision)."""
     mix = (*FULL_MIX, ("compact", 0.5))
-    ops, watch = metastore_streams(lambda _name: random.Random(3), 4, mix,
-                                   frozenset({"compact", "delete"}))  # fmt: skip
+    ops, watch, _ = metastore_streams(lambda _name: random.Random(3), 4, mix,
+                                      frozenset({"compact", "delete"}))  # fmt: skip
     known = watch.known
     assert known.chain_from == 1  # before the first watch completes: compact nothing
     known.newest = 500
