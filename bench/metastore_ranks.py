@@ -43,7 +43,7 @@ def one(run: Path, limit_s: float) -> dict[str, Any]:
                            options={"model": "metastore", "lin_time_limit_s": limit_s})  # fmt: skip
         started = time.perf_counter()
         result = LinearizabilityChecker(model).check(ctx)
-        out[way] = (result.valid, time.perf_counter() - started, basis)
+        out[way] = (result.valid, time.perf_counter() - started, basis.text)
     return out
 
 

@@ -28,7 +28,6 @@ to the revisions checker too.
 from __future__ import annotations
 
 import importlib
-import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -43,9 +42,32 @@ from checkers.linear import NOT_MODELLED, LinearizabilityChecker, model_ops
 from checkers.stats import MEMBERSHIP_FS, fault_counts
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
-# The two shapes of `metastore_basis`'s text, which `revisions_note` reads back.
 RANKED, LEFT_OUT = "ranked by the watch record: ", "left out: "
-UNCHECKED = re.compile(r"the revisions of (\d+) of (\d+) ops, past it, left unchecked")
+
+
+class Basis(msgspec.Struct, frozen=True):
+    """What a mixed history's metastore revisions were to its check
+    (`metastore_basis`): ranks by the watch record, or left out and why.
+    A struct, not its text, so the summary's note reads counts, not prose;
+    `check --spark` carries it across result rows as JSON."""
+
+    text: str  # figures.metastore.revisions
+    ranked: bool
+    unchecked: int = 0  # ops whose revisions lay past the record
+    ops: int = 0
+
+    @property
+    def note(self) -> str | None:
+        """What the summary says of revisions the check did not judge, or
+        None when it judged every one."""
+        if not self.ranked:
+            return (f"metastore: revisions not checked (values and outcomes only): "
+                    f"{self.text.removeprefix(LEFT_OUT)}")  # fmt: skip
+        if not self.unchecked:
+            return None
+        record = self.text.removeprefix(RANKED)
+        return (f"metastore: the revisions of {self.unchecked} of {self.ops} operations "
+                f"not checked, past the watch record ({record})")  # fmt: skip
 
 
 def is_meta(op: Operation) -> bool:
@@ -93,7 +115,7 @@ class SplitLinear:
         m = LinearizabilityChecker(model).check(
             msgspec.structs.replace(ctx, operations=meta_ops, options=options)
         )
-        return split_result(kv, with_basis(m, basis))
+        return split_result(kv, m, basis)
 
 
 def watch_record(operations: list[Operation]) -> Any:
@@ -107,7 +129,7 @@ def watch_record(operations: list[Operation]) -> Any:
         return str(why)
 
 
-def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation], Any, str]:
+def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation], Any, Basis]:
     """The metastore ops to check, the model for them (None: the named one's
     default), and what their revisions are: ranks by `record` (`watch_record`),
     or left out, and why."""
@@ -122,50 +144,31 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
             why = str(exc)
         else:
             past = past_record(meta, ranked)
-            basis = (f"{RANKED}{len(record.writes)} writes under "
-                     f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; the revisions "
-                     f"of {past} of {len(meta)} ops, past it, left unchecked")  # fmt: skip
+            text = (f"{RANKED}{len(record.writes)} writes under "
+                    f"{METASTORE_PREFIX!r} at revisions 1-{record.end}; the revisions "
+                    f"of {past} of {len(meta)} ops, past it, left unchecked")  # fmt: skip
+            basis = Basis(text, ranked=True, unchecked=past, ops=len(meta))
             return ranked, MetastoreModel(pinned=record.pinned()), basis
-    return [values_only(op) for op in meta], None, f"{LEFT_OUT}{why}"
+    return [values_only(op) for op in meta], None, Basis(f"{LEFT_OUT}{why}", ranked=False)
 
 
-def revisions_note(basis: str | None) -> str | None:
-    """What the summary says of metastore revisions the check did not judge
-    (`metastore_basis`'s text), or None when it judged every one."""
-    if not basis:
-        return None
-    if basis.startswith(LEFT_OUT):
-        return (f"metastore: revisions not checked (values and outcomes only): "
-                f"{basis.removeprefix(LEFT_OUT)}")  # fmt: skip
-    found = UNCHECKED.search(basis)
-    if found is None or found.group(1) == "0":
-        return None
-    return (f"metastore: the revisions of {found.group(1)} of {found.group(2)} operations "
-            f"not checked, past the watch record ({basis.removeprefix(RANKED)})")  # fmt: skip
-
-
-def with_basis(m: CheckerResult, basis: str) -> CheckerResult:
-    """The metastore part's result saying what its revisions were
-    (`metastore_basis`); where ranks, its anomalies say the revisions their
-    ops show are ranks, not the store's."""
-    m.figures["revisions"] = basis
-    if basis.startswith(RANKED):
+def split_result(kv: CheckerResult, m: CheckerResult, basis: Basis) -> CheckerResult:
+    """The register part's and the metastore part's results as one (a mixed
+    history), the metastore's saying what its revisions were (`basis`); where
+    ranks, its anomalies say the revisions their ops show are ranks, not the
+    store's."""
+    m.figures["revisions"] = basis.text
+    if basis.ranked:
         for anomaly in m.anomalies:
-            anomaly.message += f" (revisions shown as ranks: {basis})"
-    return m
-
-
-def split_result(kv: CheckerResult, m: CheckerResult) -> CheckerResult:
-    """The register part's and the metastore part's results as one (a mixed history)."""
+            anomaly.message += f" (revisions shown as ranks: {basis.text})"
     anomalies = [Anomaly(kind=a.kind, message=f"{part}: {a.message}", ops=a.ops)
                  for part, r in (("register", kv), ("metastore", m))
                  for a in r.anomalies]  # fmt: skip
     errors = [f"{part}: {r.error}" for part, r in (("register", kv), ("metastore", m))
               if r.error]  # fmt: skip
     figures: dict[str, Any] = {"register": kv.figures, "metastore": m.figures}
-    note = revisions_note(m.figures.get("revisions"))
-    if note is not None:  # a check that did not judge everything says so (`check`)
-        figures["notes"] = [note]
+    if basis.note is not None:  # a check that did not judge everything says so (`check`)
+        figures["notes"] = [basis.note]
     return CheckerResult(
         name=SplitLinear.name, valid=merge_validity([kv.valid, m.valid]), anomalies=anomalies,
         figures=figures, error="; ".join(errors) or None,

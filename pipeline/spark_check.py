@@ -41,7 +41,7 @@ import msgspec
 
 from checkers.api import merge_validity
 from checkers.compose import METASTORE_PREFIX as META_PREFIX
-from checkers.compose import split_result, with_basis
+from checkers.compose import Basis, split_result
 from checkers.linear import NOT_MODELLED, checker_result, infer_model
 from checkers.stats import MEMBERSHIP_FS
 from checkers.verify_cli import SPARK_NO_WITNESS
@@ -61,7 +61,7 @@ def check_group(
 ) -> list[tuple[str, str, str]]:
     """One group's operations (pandas, OP_SCHEMA: a key's, or all the metastore's)
     -> its row: (its part, its LinResult as JSON, what the metastore's revisions
-    were: see `compose.metastore_basis`; "" for a key's). `record` is the
+    were as JSON: `compose.Basis`; "" for a key's). `record` is the
     watch record of a mixed history (`compose.watch_record`), else None."""
     from checkers import compose
     from checkers import linearizability as lin
@@ -74,7 +74,8 @@ def check_group(
     if meta:
         model = "metastore"
         if record is not None:
-            ops, bound, basis = compose.metastore_basis(ops, record)
+            ops, bound, ranks = compose.metastore_basis(ops, record)
+            basis = msgspec.json.encode(ranks).decode()
     started = time.monotonic()
     try:
         # One worker: the executor is the unit of parallelism here, not a process pool.
@@ -179,7 +180,8 @@ def spark_check(
     elapsed = time.monotonic() - started
     lin_result = (
         split_result(_part_result(parts["register"], register_model, elapsed),
-                     with_basis(_part_result(parts["metastore"], "metastore", elapsed), basis))
+                     _part_result(parts["metastore"], "metastore", elapsed),
+                     msgspec.json.decode(basis, type=Basis))
         if mixed else
         _part_result(parts["metastore"] or parts["register"],
                      "metastore" if parts["metastore"] else register_model, elapsed)

@@ -113,6 +113,34 @@ def test_a_mixed_history_invalid_only_on_ranks_is_invalid_under_spark_too(
         [a.message for a in mine.checkers["linearizable"].anomalies]  # fmt: skip
 
 
+@pytest.mark.parametrize("recorded", [True, False])
+def test_revisions_the_check_did_not_judge_are_named_under_spark_too(
+    spark: Any, tmp_path: Path, recorded: bool
+) -> None:
+    """An op past the watch record, or no record at all: the note the summary
+    prints (`compose.Basis.note`) crosses Spark's result rows unchanged."""
+    from tests.checkers.helpers import HistoryBuilder, watch_op
+
+    b = HistoryBuilder()
+    if recorded:
+        watch_op(b, 1, [(2, "m/0", "put", 1), (5, "m/1", "put", 2)])
+    b.op(1, "put", key="m/0", value=1, result=2)
+    b.op(1, "put", key="m/1", value=2, result=5)
+    b.op(1, "get", key="m/0", result={"value": 1, "mod_revision": 2, "revision": 20})
+    b.op(0, "put", key="k1", value=3, result=None)  # register traffic: the history is mixed
+    (tmp_path / "history.jsonl").write_bytes(b.lines())
+    local = _local(tmp_path)
+    ours = json.loads(json.dumps(_spark(spark, tmp_path).checkers["linearizable"].figures,
+                                 default=str))  # fmt: skip
+    [note] = local["notes"]
+    assert ours["notes"] == [note]
+    assert ours["metastore"]["revisions"] == local["metastore"]["revisions"]
+    if recorded:
+        assert "the revisions of 1 of 3 operations not checked" in note, note
+    else:
+        assert "revisions not checked (values and outcomes only)" in note, note
+
+
 def _kv_lines(n: int) -> list[str]:
     out = []
     for i in range(n):
