@@ -21,7 +21,9 @@ says how the node was found (`resolved`), which the history records.
 - `meta-leader`: the same for the metastore's group `meta`.
 - `placement-driver`: the holder of the unexpired `placement.driver` lease.
 - `primary`: the unexpired lease holder of the trigger's partition (group
-  `part-<p>`), else of a seeded choice among the partitions with a lease.
+  `part-<p>`), else of a seeded choice among the partitions with a lease;
+  the same choice when the trigger's partition never had a lease (a group
+  outside every zone), so the fault still lands on a primary.
 """
 
 from __future__ import annotations
@@ -144,13 +146,21 @@ class Resolver:
                 node = driver_from_placement(doc, self.clock())
                 return Resolution(node, f"placement driver lease (asked {asked})")
             partition = partition_of(value.get("group") or trigger.get("group"))
+            leased, instead = leased_partitions(doc), ""
+            if partition is not None and partition not in leased and leased:
+                # Never leased (a group outside every zone, as the change-peers
+                # workload's are): its primary cannot exist, so aim at one that
+                # does rather than waste the fault. An expired lease stays
+                # unresolved below: that primary existed and lapsed.
+                instead, partition = f"; partition {partition} has no primary lease", None
             if partition is None:
-                choices = leased_partitions(doc)
-                if not choices:
+                if not leased:
                     raise UnresolvedError("no primary yet (no partition has a lease)")
-                partition = rng.choice(choices)
+                partition = rng.choice(leased)
             node = primary_from_placement(doc, partition, self.clock())
-            return Resolution(node, f"primary lease of partition {partition} (asked {asked})")
+            return Resolution(
+                node, f"primary lease of partition {partition} (asked {asked}{instead})"
+            )
         raise ValueError(f"unknown role target {target!r}; known: {', '.join(ROLE_TARGETS)}")
 
     def _all(self, fetch: Fetch) -> dict[str, Doc | None]:

@@ -89,6 +89,21 @@ def test_each_role_target_resolves_and_says_how() -> None:
     assert (primary.node, primary.resolved.split(" (")[0]) == ("n1", "primary lease of partition 1")
 
 
+def test_a_primary_of_a_partition_that_never_had_one_falls_to_a_leased_one() -> None:
+    """A trigger from a group outside every zone (the change-peers workload's)
+    names a primary that cannot exist: the fault lands on a leased partition's
+    primary and says so. A lease that ran out still resolves to nothing."""
+    trigger = {"trigger": {"group": "part-4", "stage": "joint"}}
+    got = {_resolver().resolve("primary", trigger, random.Random(s)) for s in range(20)}
+    assert {g.node for g in got} == {"n4", "n1"}  # partitions 0 and 1 hold the leases
+    assert all(g.resolved.endswith("; partition 4 has no primary lease)") for g in got), got
+    lapsed = _placement("n3", {0: "n4", 4: "n2"}, expires=NOW - 10)
+    with pytest.raises(UnresolvedError, match="primary of partition 4 lease of n2 expired"):
+        _resolver(placement=lapsed).resolve("primary", trigger, random.Random(0))
+    with pytest.raises(UnresolvedError, match="no primary of partition 4 yet"):  # none leased
+        _resolver(placement=_placement("n3", {})).resolve("primary", trigger, random.Random(0))
+
+
 def test_a_change_stage_trigger_names_the_leader_without_a_round_trip() -> None:
     """The node that reported JOINT for the op's group is its leader: no status is fetched."""
     asked: list[str] = []
