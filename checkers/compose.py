@@ -38,7 +38,7 @@ import msgspec
 from checkers.api import Anomaly, CheckContext, Checker, CheckerResult, Validity, merge_validity
 from checkers.audit import load_audit
 from checkers.history import Event, Operation, load_history, pair
-from checkers.linear import NOT_MODELLED, LinearizabilityChecker, model_ops
+from checkers.linear import NOT_MODELLED, LinearizabilityChecker, checker_result, model_ops
 from checkers.stats import MEMBERSHIP_FS, fault_counts
 
 METASTORE_PREFIX = "m/"  # workloads.metastore.PREFIX
@@ -55,6 +55,16 @@ class Basis(msgspec.Struct, frozen=True):
     ranked: bool
     unchecked: int = 0  # ops whose revisions lay past the record
     ops: int = 0
+    blind: int = 0  # unranked: transactions of unknown outcome comparing revisions
+
+    @property
+    def undecidable(self) -> str | None:
+        """Why values alone cannot decide the part at all, or None. Such a
+        transaction took either branch, and one search state holds only one."""
+        if not self.blind:
+            return None
+        return (f"not checked: {self.blind} transaction(s) of unknown outcome compare mod "
+                f"or create revisions, which values alone cannot judge")  # fmt: skip
 
     @property
     def note(self) -> str | None:
@@ -80,7 +90,14 @@ def is_meta(op: Operation) -> bool:
 
 
 def values_only(op: Operation) -> Operation:
-    """A metastore op with the revisions left out of its result (see module doc)."""
+    """A metastore op with the revisions left out of its result (see module
+    doc), and its revision comparisons settled by its outcome
+    (`meta_ranks.settled`; `metastore_basis` counts those it cannot settle)."""
+    from checkers.meta_ranks import compares_revision, settled
+
+    if op.f == "invoke" and isinstance(op.value, dict):
+        blind = [c for c in op.value.get("if") or () if compares_revision(c)]
+        op = (settled(op, blind) or op) if blind else op
     result = op.result
     if op.f == "put":
         result = None
@@ -112,9 +129,12 @@ class SplitLinear:
         kv = LinearizabilityChecker().check(msgspec.structs.replace(ctx, operations=rest))
         options = {**ctx.options, "model": "metastore"}
         meta_ops, model, basis = metastore_basis(meta, watch_record(ctx.operations))
-        m = LinearizabilityChecker(model).check(
-            msgspec.structs.replace(ctx, operations=meta_ops, options=options)
-        )
+        if basis.undecidable:
+            m = checker_result(undecided(len(meta_ops), basis.undecidable), "metastore")
+        else:
+            m = LinearizabilityChecker(model).check(
+                msgspec.structs.replace(ctx, operations=meta_ops, options=options)
+            )
         return split_result(kv, m, basis)
 
 
@@ -149,7 +169,21 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
                     f"of {past} of {len(meta)} ops, past it, left unchecked")  # fmt: skip
             basis = Basis(text, ranked=True, unchecked=past, ops=len(meta))
             return ranked, MetastoreModel(pinned=record.pinned()), basis
-    return [values_only(op) for op in meta], None, Basis(f"{LEFT_OUT}{why}", ranked=False)
+    from checkers.meta_ranks import compares_revision, settled
+
+    blind = sum(1 for op in meta if op.f == "invoke" and isinstance(op.value, dict)
+                and (cs := [c for c in op.value.get("if") or () if compares_revision(c)])
+                and settled(op, cs) is None)  # fmt: skip
+    basis = Basis(f"{LEFT_OUT}{why}", ranked=False, blind=blind)
+    return [values_only(op) for op in meta], None, basis
+
+
+def undecided(ops: int, why: str) -> Any:
+    """The metastore part's search result when it cannot be run (a `LinResult`)."""
+    from checkers.linearizability.types import LinResult
+
+    return LinResult(valid="unknown", model="metastore", ops=ops, partitions=1,
+                     states_explored=0, cache_size=0, elapsed_s=0.0, reason=why)  # fmt: skip
 
 
 def split_result(kv: CheckerResult, m: CheckerResult, basis: Basis) -> CheckerResult:

@@ -203,21 +203,56 @@ def _rank_of(op: Operation, record: WatchRecord, revision: int, *, write: bool) 
 def _ranked_conditions(op: Operation, record: WatchRecord) -> Any:
     """An invoke's value with revision comparisons moved onto ranks: a revision
     that is not a write goes between the ranks around it, so <, > and = keep
-    their answers against every write's rank."""
+    their answers against every write's rank. A comparison with a revision
+    past the record is settled by the op's outcome (`settled`)."""
     spec = op.value
-    if not isinstance(spec, dict) or not any(
-        isinstance(c, dict) and c.get("target") in REVISION_TARGETS for c in spec.get("if") or ()
-    ):
+    if not any(compares_revision(c) for c in _conditions(spec)):
         return spec
+    past = [
+        c for c in _conditions(spec) if compares_revision(c) and record.rank(c["value"]) is None
+    ]
+    if past:
+        settled_op = settled(op, past)
+        if settled_op is None:
+            raise UnrankableError(f"op {op.invoke_index}, of unknown outcome, compares with "
+                                  f"revision {past[0]['value']}, past the watch record's "
+                                  f"{record.end}")  # fmt: skip
+        spec = settled_op.value
     conds = []
-    for cond in spec.get("if") or ():
-        at = cond.get("value") if isinstance(cond, dict) else None
-        if isinstance(cond, dict) and cond.get("target") in REVISION_TARGETS and \
-                isinstance(at, int) and at > 0:  # fmt: skip
-            rank = record.rank(at)
-            if rank is None:
-                raise UnrankableError(f"op {op.invoke_index} compares with revision {at}, "
-                               f"past the watch record's {record.end}")  # fmt: skip
-            cond = {**cond, "value": rank if at in record.effects else rank + 0.5}
+    for cond in _conditions(spec):
+        rank = record.rank(cond["value"]) if compares_revision(cond) else None
+        if rank is not None:  # none past the record is left (settled above)
+            cond = {**cond, "value": rank if cond["value"] in record.effects else rank + 0.5}
         conds.append(cond)
     return {**spec, "if": conds}
+
+
+def _conditions(spec: Any) -> list[Any]:
+    return list(spec.get("if") or ()) if isinstance(spec, dict) else []
+
+
+def compares_revision(cond: Any) -> bool:
+    """Whether an invoke condition compares a mod or create revision with one
+    the store had (0, a key never written, means the same in every store)."""
+    if not isinstance(cond, dict) or cond.get("target") not in REVISION_TARGETS:
+        return False
+    at = cond.get("value")
+    return isinstance(at, int) and not isinstance(at, bool) and at > 0
+
+
+def settled(op: Operation, blind: list[Any]) -> Operation | None:
+    """An invoke whose conditions `blind` cannot be judged, with its outcome
+    standing in for them: succeeded, they held (left out, the rest must hold
+    where the search places it); failed, one of them may have failed (they
+    become one that never holds, so the else branch runs wherever it is
+    placed). None when the outcome is unknown: either branch could have run,
+    which one search state cannot hold."""
+    result = op.result if op.type == "ok" and isinstance(op.result, dict) else {}
+    succeeded = result.get("succeeded")
+    if not isinstance(succeeded, bool):
+        return None
+    spec = op.value
+    kept = [c for c in _conditions(spec) if not any(c is b for b in blind)]
+    if not succeeded:
+        kept.append({"key": blind[0]["key"], "target": "version", "op": "lt", "value": 0})
+    return msgspec.structs.replace(op, value={**spec, "if": kept})

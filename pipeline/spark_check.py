@@ -70,17 +70,20 @@ def check_group(
 
     ops = key_ops(pdf)
     meta = pdf["group"].iloc[0] == META_GROUP
-    bound, basis = None, ""
+    bound, basis, undecidable = None, "", None
     if meta:
         model = "metastore"
         if record is not None:
             ops, bound, ranks = compose.metastore_basis(ops, record)
-            basis = msgspec.json.encode(ranks).decode()
+            basis, undecidable = msgspec.json.encode(ranks).decode(), ranks.undecidable
     started = time.monotonic()
     try:
-        # One worker: the executor is the unit of parallelism here, not a process pool.
-        result = lin.check(lin.ops_from_history(ops, model), bound or model,
-                           time_limit_s=time_limit_s, workers=1)  # fmt: skip
+        if undecidable:
+            result = compose.undecided(len(ops), undecidable)
+        else:
+            # One worker: the executor is the unit of parallelism here, not a process pool.
+            result = lin.check(lin.ops_from_history(ops, model), bound or model,
+                               time_limit_s=time_limit_s, workers=1)  # fmt: skip
     except lin.HistoryError as exc:
         elapsed = time.monotonic() - started
         result = LinResult(valid="unknown", model=model, ops=len(ops), partitions=1,

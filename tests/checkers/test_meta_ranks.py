@@ -132,7 +132,7 @@ def test_every_revision_an_op_reports_becomes_its_rank() -> None:
     [("put", 1, 4, "write at revision 4"),
      ("get", None, {"value": 1, "mod_revision": 3, "revision": 4}, "write at revision 3"),
      ("invoke", {"if": [{"key": "m/0", "target": "mod_revision", "op": "eq", "value": 12}],
-                 "then": [], "else": []}, {"succeeded": False, "revision": 9}, "compares with")],
+                 "then": [], "else": []}, None, "of unknown outcome, compares with revision 12")],
 )  # fmt: skip
 def test_a_revision_the_record_cannot_place_gives_no_ranks(
     f: str, value: Any, result: Any, match: str
@@ -142,6 +142,78 @@ def test_a_revision_the_record_cannot_place_gives_no_ranks(
     ops = _ops(b)
     with pytest.raises(UnrankableError, match=match):
         ranked_ops([op for op in ops if op.f != "watch"], record_of(ops, "m/"))
+
+
+def _compare(b: HistoryBuilder, at: int, succeeded: bool | None, op: str = "lt") -> None:
+    """An invoke on m/1 that also compares m/0's mod revision with `at`
+    (None: its answer was lost)."""
+    spec = {"if": [{"key": "m/1", "target": "exists", "value": True},
+                   {"key": "m/0", "target": "mod_revision", "op": op, "value": at}],
+            "then": [{"op": "put", "key": "m/1", "value": 6}],
+            "else": [{"op": "put", "key": "m/2", "value": 7}]}  # fmt: skip
+    if succeeded is None:
+        b.add(2, "invoke", "invoke", key="m/1", value=spec)
+        b.add(2, "info", "invoke", key="m/1", value=None)
+    else:
+        b.op(1, "invoke", key="m/1", value=spec,
+             result={"succeeded": succeeded, "revision": at + 1})  # fmt: skip
+
+
+@pytest.mark.parametrize("succeeded", [True, False])
+def test_a_comparison_past_the_record_is_settled_by_the_outcome(succeeded: bool) -> None:
+    """Past the record no rank says what the store compared; the answer does:
+    succeeded, the comparison held (dropped); failed, the else branch ran
+    (a condition that never holds)."""
+    b = _record_b()
+    _compare(b, 30, succeeded)
+    ops = _ops(b)
+    [ranked] = ranked_ops([op for op in ops if op.f == "invoke"], record_of(ops, "m/"))
+    conds = ranked.value["if"]
+    assert conds[0] == {"key": "m/1", "target": "exists", "value": True}
+    if succeeded:
+        assert conds[1:] == []
+    else:
+        assert conds[1:] == [{"key": "m/0", "target": "version", "op": "lt", "value": 0}]
+
+
+def test_compared_revisions_are_judged_on_ranks() -> None:
+    """m/0 was last written at 9: `mod_revision lt 9` cannot have held at the
+    end, so a transaction reporting it did is found; one reporting it did
+    not is fine."""
+
+    def recorded(succeeded: bool) -> HistoryBuilder:
+        b = _record_b()  # writes m/0=1 at 2, m/1=2 at 5, m/0=3 at 9
+        for key, value, revision in (("m/0", 1, 2), ("m/1", 2, 5), ("m/0", 3, 9)):
+            b.op(1, "put", key=key, value=value, result=revision)
+        _compare(b, 9, succeeded)  # writes m/1=6 (then) or m/2=7 (else) at 10
+        key, value = ("m/1", 6) if succeeded else ("m/2", 7)
+        b.op(1, "get", key=key, result={"value": value, "mod_revision": 10, "revision": 10})
+        watch_op(b, 10, [(10, key, "put", value)])
+        return b
+
+    good = SplitLinear().check(_ctx(recorded(succeeded=False)))
+    assert good.valid is True, good
+    result = SplitLinear().check(_ctx(recorded(succeeded=True)))
+    assert result.valid is False, result
+    assert result.figures["metastore"]["revisions"].startswith("ranked")
+
+
+def test_values_alone_settle_comparisons_or_say_they_cannot_decide() -> None:
+    """Without a record, known transactions are settled by their outcomes;
+    one whose answer was lost could have run either branch, so the part is
+    unknown and says why: never a verdict values alone cannot back."""
+    b = HistoryBuilder()
+    b.op(1, "put", key="m/1", value=2, result=5)
+    _compare(b, 4, succeeded=True)
+    decided = SplitLinear().check(_ctx(b))
+    assert decided.valid is True, decided
+    assert decided.figures["metastore"]["revisions"].startswith("left out")
+    _compare(b, 30, succeeded=None)
+    undecided = SplitLinear().check(_ctx(b))
+    assert undecided.valid == "unknown", undecided
+    assert undecided.figures["metastore"]["states_explored"] == 0  # no search was run
+    assert "metastore: not checked: 1 transaction(s) of unknown outcome compare mod or " \
+        "create revisions, which values alone cannot judge" in (undecided.error or "")  # fmt: skip
 
 
 def test_mixed_histories_keep_their_revisions_where_the_watches_record_every_write() -> None:

@@ -113,12 +113,14 @@ def test_a_mixed_history_invalid_only_on_ranks_is_invalid_under_spark_too(
         [a.message for a in mine.checkers["linearizable"].anomalies]  # fmt: skip
 
 
-@pytest.mark.parametrize("recorded", [True, False])
+@pytest.mark.parametrize(("recorded", "blind"), [(True, False), (False, False), (False, True)])
 def test_revisions_the_check_did_not_judge_are_named_under_spark_too(
-    spark: Any, tmp_path: Path, recorded: bool
+    spark: Any, tmp_path: Path, recorded: bool, blind: bool
 ) -> None:
     """An op past the watch record, or no record at all: the note the summary
-    prints (`compose.Basis.note`) crosses Spark's result rows unchanged."""
+    prints (`compose.Basis.note`) crosses Spark's result rows unchanged; and a
+    transaction of unknown outcome comparing revisions leaves the part
+    unknown there too, for the same reason."""
     from tests.checkers.helpers import HistoryBuilder, watch_op
 
     b = HistoryBuilder()
@@ -127,6 +129,16 @@ def test_revisions_the_check_did_not_judge_are_named_under_spark_too(
     b.op(1, "put", key="m/0", value=1, result=2)
     b.op(1, "put", key="m/1", value=2, result=5)
     b.op(1, "get", key="m/0", result={"value": 1, "mod_revision": 2, "revision": 20})
+    if blind:
+        cond = {"key": "m/0", "target": "mod_revision", "op": "gt", "value": 3}
+        b.add(
+            2,
+            "invoke",
+            "invoke",
+            key="m/0",
+            value={"if": [cond], "then": [{"op": "delete", "key": "m/0"}], "else": []},
+        )
+        b.add(2, "info", "invoke", key="m/0", value=None)  # fmt: skip
     b.op(0, "put", key="k1", value=3, result=None)  # register traffic: the history is mixed
     (tmp_path / "history.jsonl").write_bytes(b.lines())
     local = _local(tmp_path)
@@ -139,6 +151,11 @@ def test_revisions_the_check_did_not_judge_are_named_under_spark_too(
         assert "the revisions of 1 of 3 operations not checked" in note, note
     else:
         assert "revisions not checked (values and outcomes only)" in note, note
+    assert ours["metastore"]["valid"] == local["metastore"]["valid"]
+    assert ours["metastore"].get("reason") == local["metastore"].get("reason")
+    if blind:
+        assert local["metastore"]["valid"] == "unknown"
+        assert "1 transaction(s) of unknown outcome compare" in local["metastore"]["reason"]
 
 
 def _kv_lines(n: int) -> list[str]:

@@ -208,6 +208,31 @@ def test_the_full_metastore_traffic_is_sent_and_judged(tmp_path: Path) -> None:
     assert "the revisions of 0 of " in basis, basis
 
 
+def test_mod_revision_comparisons_on_ember_are_judged_on_ranks(tmp_path: Path) -> None:
+    """compare-mod on ember: its control plane's writes move the store's
+    revisions, so the comparisons are judged on the watch record's ranks;
+    both outcomes occur, and a clean tree is valid with none left unchecked."""
+    run_dir = _sim(tmp_path, seed=3, time_limit=15.0, workload=("register", "metastore"),
+                   options={"meta_traffic": ["delete", "range", "compare-mod"]})  # fmt: skip
+    open_op: dict[object, dict[str, object]] = {}
+    outcomes: list[str] = []
+    for e in _history(run_dir):
+        if e["type"] == "invoke":
+            open_op[e["process"]] = e
+            continue
+        op = open_op.pop(e["process"], {})
+        if op.get("f") == "invoke" and any(c["target"] == "mod_revision"
+                                           for c in op["value"]["if"]):  # fmt: skip
+            outcomes.append(str(e["value"]["succeeded"]) if e["type"] == "ok" else e["type"])
+    assert len(outcomes) >= 10, outcomes
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["valid"] is True, results["reasons"]
+    basis = results["checkers"]["linearizable"]["figures"]["metastore"]["revisions"]
+    assert basis.startswith("ranked by the watch record"), basis
+    assert "the revisions of 0 of " in basis, basis
+    assert {"True", "False"} <= set(outcomes), outcomes
+
+
 def test_compact_kill_lands_its_delay_after_the_compaction(tmp_path: Path) -> None:
     """ember's metastore under compact-kill: each kill lands exactly its drawn
     delay (virtual time) after the compaction request went to the meta

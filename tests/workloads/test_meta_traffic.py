@@ -135,15 +135,17 @@ def test_a_probing_plan_runs_its_probes_on_a_thread_of_their_own() -> None:
 
 
 def test_ember_plans_that_name_no_traffic_watch_and_mix_as_before() -> None:
-    """The default sends deletes and past reads, no probes (the simulator's seeds
-    stay what they were), and what ember cannot judge it refuses to send."""
+    """The default sends deletes and past reads, no probes and no mod-revision
+    comparisons (the simulator's seeds stay what they were); every kind can
+    be named, compare-mod too (judged on the watch record's ranks)."""
     plan = plans.Plan(backend="sim", workload=("register", "metastore"))
     gens = SYSTEM.generators(plan, _FakeDB(), {})
     watch = gens["watch"].gen  # type: ignore[attr-defined]
     assert watch.rng is None
     assert "probe" not in gens
     assert set(meta_traffic.EMBER_DEFAULT) <= set(SYSTEM.meta_traffic)
-    assert "compare-mod" not in SYSTEM.meta_traffic
+    assert set(SYSTEM.meta_traffic) == set(meta_traffic.KINDS)
+    assert "compare-mod" not in meta_traffic.EMBER_DEFAULT
 
 
 class _FakeDB:
