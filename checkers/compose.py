@@ -93,11 +93,9 @@ def values_only(op: Operation) -> Operation:
     """A metastore op with the revisions left out of its result (see module
     doc), and its revision comparisons settled by its outcome
     (`meta_ranks.settled`; `metastore_basis` counts those it cannot settle)."""
-    from checkers.meta_ranks import compares_revision, settled
+    from checkers.meta_ranks import settled_alone
 
-    if op.f == "invoke" and isinstance(op.value, dict):
-        blind = [c for c in op.value.get("if") or () if compares_revision(c)]
-        op = (settled(op, blind) or op) if blind else op
+    op = settled_alone(op) or op  # one it cannot settle is never searched (metastore_basis)
     result = op.result
     if op.f == "put":
         result = None
@@ -169,11 +167,9 @@ def metastore_basis(meta: list[Operation], record: Any) -> tuple[list[Operation]
                     f"of {past} of {len(meta)} ops, past it, left unchecked")  # fmt: skip
             basis = Basis(text, ranked=True, unchecked=past, ops=len(meta))
             return ranked, MetastoreModel(pinned=record.pinned()), basis
-    from checkers.meta_ranks import compares_revision, settled
+    from checkers.meta_ranks import settled_alone
 
-    blind = sum(1 for op in meta if op.f == "invoke" and isinstance(op.value, dict)
-                and (cs := [c for c in op.value.get("if") or () if compares_revision(c)])
-                and settled(op, cs) is None)  # fmt: skip
+    blind = sum(1 for op in meta if settled_alone(op) is None)
     basis = Basis(f"{LEFT_OUT}{why}", ranked=False, blind=blind)
     return [values_only(op) for op in meta], None, basis
 

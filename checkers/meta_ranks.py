@@ -240,6 +240,14 @@ def compares_revision(cond: Any) -> bool:
     return isinstance(at, int) and not isinstance(at, bool) and at > 0
 
 
+def settled_alone(op: Operation) -> Operation | None:
+    """`op` with every revision comparison settled by its outcome, as a check
+    of values alone must (no revision there can be ranked); `op` itself when
+    it compares none; None when it cannot be settled (`settled`)."""
+    blind = [c for c in _conditions(op.value) if compares_revision(c)] if op.f == "invoke" else []
+    return settled(op, blind) if blind else op
+
+
 def settled(op: Operation, blind: list[Any]) -> Operation | None:
     """An invoke whose conditions `blind` cannot be judged, with its outcome
     standing in for them: succeeded, they held (left out, the rest must hold
