@@ -62,6 +62,8 @@ KNOWN: dict[str, str] = {
     "after its lease ran out or was taken over",
     "metastore.ignore-sessions": "planted: a metastore write's client session is dropped "
     "where it is received, so a write sent again after an unknown outcome applies again",
+    "metastore.compare-create-revision": "planted: a metastore transaction received here "
+    "compares `create_revision` wherever it asked for `mod_revision`",
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 

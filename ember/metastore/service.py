@@ -77,6 +77,8 @@ class MetaService:
     def _handler(self, op: str) -> Any:
         async def handle(request: web.Request) -> web.Response:
             body = await json_object(request)
+            if op == "invoke" and self.runtime.failpoints.hit("metastore.compare-create-revision"):
+                body = _compare_create_revision(body)
             cmd = {"op": op, "spec": body} if op == "invoke" else {**body, "op": op}
             session = _session(request)
             # A read sent again changes nothing: its (perhaps large) answer is not kept.
@@ -219,3 +221,17 @@ def _timeout(request: web.Request) -> float:
     if not 0 < value <= 120:
         raise ApiError(400, "bad-request", "timeout_s must be in (0, 120]")
     return value
+
+
+def _compare_create_revision(spec: dict[str, Any]) -> dict[str, Any]:
+    """The planted `metastore.compare-create-revision`: every `mod_revision`
+    comparison of the transaction turned into a `create_revision` one. It
+    is written into the log as received, so every replica applies the same
+    wrong comparison: only the answers show it, never the replicas' state."""
+    conds = spec.get("if")
+    if not isinstance(conds, list):
+        return spec
+    swapped = [{**c, "target": "create_revision"}
+               if isinstance(c, dict) and c.get("target") == "mod_revision" else c
+               for c in conds]  # fmt: skip
+    return {**spec, "if": swapped}
