@@ -40,16 +40,21 @@ FAILPOINTS = (
     "raft.skip-catchup", "raft.ignore-vote-lease", "raft.skip-check-quorum",
     "raft.step-down-on-joint", "kv.ack-before-commit", "kv.apply-diverge",
     "placement.trust-own-clock", "rebalance.primary-ignores-lease",
+    "metastore.compare-create-revision",
 )  # fmt: skip
-# Defects only some faults reach: the nemesis their explores draw from.
-NEMESIS = {"placement.trust-own-clock": "mix,clock", "rebalance.primary-ignores-lease": "partition"}
+# Defects only some plans reach: the flags their explores add (the faults
+# they need, or the traffic that asks the wrong question).
+PLAN_FLAGS = {
+    "placement.trust-own-clock": ["--nemesis", "mix,clock"],
+    "rebalance.primary-ignores-lease": ["--nemesis", "partition"],
+    "metastore.compare-create-revision": ["--meta-traffic", "delete,range,compare-mod"],
+}
 BUGS = ("commit-previous-term", "skip-joint", "count-learners", "single-majority-joint")
 
 
 def _flags(defect: str) -> list[str]:
     if defect in FAILPOINTS:
-        extra = ["--nemesis", NEMESIS[defect]] if defect in NEMESIS else []
-        return ["--failpoint", defect, *extra]
+        return ["--failpoint", defect, *PLAN_FLAGS.get(defect, [])]
     return ["--db-setting", f"planted_bugs={defect}"]
 
 
