@@ -23,11 +23,6 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMEDRIVER = Path("/usr/bin/chromedriver")
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    """Registers the `browser` marker (tests that drive a real chromium)."""
-    config.addinivalue_line("markers", "browser: drives a headless chromium through selenium")
-
-
 def _missing() -> str | None:
     """None when chromium, chromedriver and selenium are usable, else why not."""
     absent = [str(p) for p in (CHROMIUM, CHROMEDRIVER) if not p.exists()]
