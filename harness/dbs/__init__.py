@@ -97,6 +97,12 @@ class System(Generic[D]):
     # writes that stops at the time limit leaves the later revisions unchecked).
     closing: Callable[[Mapping[str, Generator]], dict[str, Generator]] = lambda _main_phase: {}
 
+    def traffic_of(self, plan: Plan) -> frozenset[str]:
+        """The metastore traffic kinds `plan` sends (workloads.meta_traffic)."""
+        from workloads import meta_traffic
+
+        return meta_traffic.parse(plan.options.get("meta_traffic"), self.default_meta_traffic)
+
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""
         return self.workloads if self.default_workloads is None else self.default_workloads

@@ -136,7 +136,7 @@ def workers(
         clients.append(watcher)
         kinds["watch"] = [n + 3 + META_THREADS]
         workers[n + 3 + META_THREADS] = watcher
-        if meta_traffic.probing(_traffic(plan)):
+        if meta_traffic.probing(SYSTEM.traffic_of(plan)):
             prober = EmberWatchWorker(meta_urls, node_of, plan.rng("probe-nodes"))
             clients.append(prober)
             kinds["probe"] = [n + 4 + META_THREADS]
@@ -152,15 +152,10 @@ def _meta_sessions(plan: plans.Plan) -> Callable[[int], str | None]:
     (traffic `resend`), else None. The cluster's data is wiped at setup, so a
     run's ids only need to differ from each other; the seeded part keeps a
     simulated run replayable."""
-    if "resend" not in _traffic(plan):
+    if "resend" not in SYSTEM.traffic_of(plan):
         return lambda _thread: None
     run = plan.rng("meta-sessions").getrandbits(32)
     return lambda thread: f"faultline-{run:08x}-t{thread}"
-
-
-def _traffic(plan: plans.Plan) -> frozenset[str]:
-    """The metastore traffic kinds the plan sends (workloads.meta_traffic)."""
-    return meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.EMBER_DEFAULT)
 
 
 def _meta_nodes(db: EmberDB) -> list[str]:
@@ -228,7 +223,7 @@ def generators(plan: plans.Plan, db: EmberDB, gens: dict[str, Generator]) -> dic
         )  # fmt: skip
     if "metastore" in plan.workload:
         keys = int(plan.options.get("meta_keys", metastore.DEFAULT_KEYS))
-        traffic = _traffic(plan)
+        traffic = SYSTEM.traffic_of(plan)
         mix = [(f, w) for f, w in metastore.FULL_MIX if f not in meta_traffic.KINDS or f in traffic]
         streams = metastore.metastore_streams(plan.rng, keys, mix, traffic)
         rate = float(plan.options.get("meta_rate_hz", 10.0))

@@ -64,7 +64,7 @@ def workers(
         clients.append(admin)
         kinds["admin"] = [n]
         workers[n] = MembershipWorker(admin, db, control, node_of)
-    if "metastore" in plan.workload and meta_traffic.probing(_traffic(plan)):
+    if "metastore" in plan.workload and meta_traffic.probing(SYSTEM.traffic_of(plan)):
         prober = _client(db, rng)
         clients.append(prober)
         kinds["probe"] = [n + 2]
@@ -81,7 +81,7 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
     out = dict(gens)
     if "metastore" in plan.workload:
         keys = int(plan.options.get("keys", meta.DEFAULT_KEYS))
-        traffic = _traffic(plan)
+        traffic = SYSTEM.traffic_of(plan)
         mix = [*meta.BASIC_MIX, *((f, w) for f, w in meta.FULL_MIX
                                   if f in traffic and f not in dict(meta.BASIC_MIX))]  # fmt: skip
         streams = meta.metastore_streams(plan.rng, keys, mix, traffic)
@@ -91,11 +91,6 @@ def generators(plan: plans.Plan, db: EtcdDB, gens: dict[str, Generator]) -> dict
         if streams.probes is not None:
             out["probe"] = TimeLimit(t, streams.probes)
     return out
-
-
-def _traffic(plan: plans.Plan) -> frozenset[str]:
-    """The metastore traffic kinds the plan sends (workloads.meta_traffic)."""
-    return meta_traffic.parse(plan.options.get("meta_traffic"), meta_traffic.ETCD_KINDS)
 
 
 def change_generator(plan: plans.Plan, db: EtcdDB) -> Generator:
