@@ -60,11 +60,13 @@ class Basis(msgspec.Struct, frozen=True):
     @property
     def undecidable(self) -> str | None:
         """Why values alone cannot decide the part at all, or None. Such a
-        transaction took either branch, and one search state holds only one."""
+        transaction, writing in both branches, took either, and one search
+        state holds only one (`meta_ranks.settled`)."""
         if not self.blind:
             return None
         return (f"not checked: {self.blind} transaction(s) of unknown outcome compare mod "
-                f"or create revisions, which values alone cannot judge")  # fmt: skip
+                f"or create revisions and write in both branches, which values alone "
+                f"cannot judge")  # fmt: skip
 
     @property
     def note(self) -> str | None:

@@ -253,13 +253,24 @@ def settled(op: Operation, blind: list[Any]) -> Operation | None:
     standing in for them: succeeded, they held (left out, the rest must hold
     where the search places it); failed, one of them may have failed (they
     become one that never holds, so the else branch runs wherever it is
-    placed). None when the outcome is unknown: either branch could have run,
-    which one search state cannot hold."""
+    placed).
+
+    An outcome that is unknown means either branch could have run, which one
+    search state cannot hold, unless one of the branches writes nothing: a
+    transaction of unknown outcome may also never take effect (the search
+    allows it), and running a branch that writes nothing looks the same to
+    every later read. So the op is settled to take the other branch wherever
+    it takes effect, and None is returned only when both branches write."""
     result = op.result if op.type == "ok" and isinstance(op.result, dict) else {}
     succeeded = result.get("succeeded")
-    if not isinstance(succeeded, bool):
-        return None
     spec = op.value
+    if not isinstance(succeeded, bool):
+        if not spec.get("else"):
+            succeeded = True
+        elif not spec.get("then"):
+            succeeded = False
+        else:
+            return None
     kept = [c for c in _conditions(spec) if not any(c is b for b in blind)]
     if not succeeded:
         kept.append({"key": blind[0]["key"], "target": "version", "op": "lt", "value": 0})

@@ -195,7 +195,10 @@ def test_the_generator_makes_what_the_property_needs() -> None:
 def test_comparisons_of_revisions_are_mostly_decided() -> None:
     """The property above must not pass by calling everything unknown: with
     mod-revision comparisons, ranks decide most histories, and values alone
-    decide those whose comparing transactions all have known outcomes."""
+    decide those whose comparing transactions all have known outcomes or a
+    branch that writes nothing (about half the generator's have an empty
+    else). 30 seeds: ranks decide 26 and values alone 27 (25 and 22 before
+    lost answers with an empty branch were settled)."""
     verdicts: Counter[tuple[str, Any]] = Counter()
     for seed in range(30):
         b = history(seed, 100, 0.2, 0.1, True)
@@ -204,6 +207,6 @@ def test_comparisons_of_revisions_are_mostly_decided() -> None:
             "ranked"
         )
         verdicts["values", _check(b, watched=False).valid] += 1
-    assert verdicts["ranks", True] >= 20, verdicts
-    assert verdicts["values", True] >= 10, verdicts
+    assert verdicts["ranks", True] >= 24, verdicts
+    assert verdicts["values", True] >= 25, verdicts
     assert verdicts["values", "unknown"] >= 1, verdicts

@@ -119,8 +119,8 @@ def test_revisions_the_check_did_not_judge_are_named_under_spark_too(
 ) -> None:
     """An op past the watch record, or no record at all: the note the summary
     prints (`compose.Basis.note`) crosses Spark's result rows unchanged; and a
-    transaction of unknown outcome comparing revisions leaves the part
-    unknown there too, for the same reason."""
+    transaction of unknown outcome comparing revisions, writing in both
+    branches, leaves the part unknown there too, for the same reason."""
     from tests.checkers.helpers import HistoryBuilder, watch_op
 
     b = HistoryBuilder()
@@ -136,7 +136,11 @@ def test_revisions_the_check_did_not_judge_are_named_under_spark_too(
             "invoke",
             "invoke",
             key="m/0",
-            value={"if": [cond], "then": [{"op": "delete", "key": "m/0"}], "else": []},
+            value={
+                "if": [cond],
+                "then": [{"op": "delete", "key": "m/0"}],
+                "else": [{"op": "put", "key": "m/1", "value": 4}],
+            },
         )
         b.add(2, "info", "invoke", key="m/0", value=None)  # fmt: skip
     b.op(0, "put", key="k1", value=3, result=None)  # register traffic: the history is mixed
