@@ -68,6 +68,7 @@ ETCD_KINDS = tuple(k for k in KINDS if k != "resend")  # see resend above
 RESENDS = 2  # attempts after the first, for a write whose outcome is unknown
 RESEND_PAUSE_S = 0.5  # before the first resend; twice that before the second
 SLOW_SHARE = 0.3  # of watches, when slow consumers are on
+REFUSED_PAUSE_S = 0.25  # before the next probe, after one the store refused at once
 SLOW_READ_S = 0.05  # a slow consumer's pause after each line it reads
 COMPACT_WEIGHT = 0.03
 

@@ -245,22 +245,29 @@ class WatchGen(Generator):
 
 class ProbeGen(Generator):
     """Probe watches (workloads.meta_traffic's probe kinds), back to back on a
-    thread of their own, so the chain never waits for one."""
+    thread of their own, so the chain never waits for one. A probe the store
+    refused (a compacted start) returns at once; the next waits
+    REFUSED_PAUSE_S, so refusals spread over the run instead of a burst in
+    one millisecond while `Known` still points below the compaction."""
 
     def __init__(self, rng: random.Random, traffic: frozenset[str], known: Known,
                  keys: int = DEFAULT_KEYS) -> None:  # fmt: skip
         self.rng, self.traffic, self.known = rng, traffic, known
         self.names = key_names(keys)
+        self.not_before_ns = 0
 
     def op(self, ctx: Context) -> Result:
         """The next probe."""
         value = meta_traffic.probe_spec(self.rng, self.traffic, self.known, PREFIX, self.names)
-        return Op(f="watch", value=_maybe_slow(value, self.rng, self.traffic), time_ns=ctx.time_ns)
+        at = max(ctx.time_ns, self.not_before_ns)
+        return Op(f="watch", value=_maybe_slow(value, self.rng, self.traffic), time_ns=at)
 
     def update(self, ctx: Context, event: Event) -> None:
         """What the probe saw tells later probes where the store is."""
         if isinstance(event, Completion) and event.op.f == "watch":
             _note_watched(self.known, event.value)
+            if event.type == "fail":
+                self.not_before_ns = event.time_ns + int(meta_traffic.REFUSED_PAUSE_S * 1e9)
 
 
 def _maybe_slow(value: dict[str, Any], rng: random.Random | None,

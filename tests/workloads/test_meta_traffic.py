@@ -102,6 +102,27 @@ def test_every_probe_kind_is_sent_on_the_probe_thread() -> None:
         assert seen[kind] > 0, seen
 
 
+def test_a_refused_probe_spaces_the_next_one() -> None:
+    """A compacted start is refused at once: the next probe waits a pause
+    instead of following in the same millisecond; any other ending does not."""
+    gen = ProbeGen(random.Random(1), frozenset({"watch-compacted", "watch-now"}), Known())
+    at = 5_000_000_000
+    ctx = Context(at, (0,), (0,))
+    first = gen.op(ctx)
+    assert isinstance(first, Op)
+    assert first.time_ns == at
+    gen.update(ctx, Completion(op=first, thread=0, type="fail", value={"responses": []},
+                               time_ns=at))  # fmt: skip
+    paused = gen.op(ctx)
+    assert isinstance(paused, Op)
+    assert paused.time_ns == at + int(meta_traffic.REFUSED_PAUSE_S * 1e9)
+    later = Context(paused.time_ns + 10, (0,), (0,))
+    gen.update(later, Completion(op=paused, thread=0, type="ok", value=[], time_ns=later.time_ns))
+    after = gen.op(later)
+    assert isinstance(after, Op)
+    assert after.time_ns == later.time_ns
+
+
 def test_the_chain_never_probes_and_resumes_after_its_last_event() -> None:
     """Before, probes took turns on the chain's thread: two in a row held the
     chain back 6 s, long enough for a compaction to pass its resume point."""
