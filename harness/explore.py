@@ -159,7 +159,7 @@ def draw_swarm(
     which is `Space.of(base)`: given when drawing many)."""
     space = space or Space.of(base)
     extra = [w for w in base.workload if w != traffic]
-    workload = (traffic, *(w for w in extra if rng.random() < 0.5))
+    workload = _with_metastore(base, (traffic, *(w for w in extra if rng.random() < 0.5)))
     return Swarm(
         kinds=_subset(rng, space.kinds),
         phases=_subset(rng, space.phases),
@@ -169,6 +169,27 @@ def draw_swarm(
         learners=rng.random() < 0.5,
         knobs=_knobs(rng),
     )
+
+
+def _with_metastore(base: plans.Plan, workload: tuple[str, ...]) -> tuple[str, ...]:
+    """`workload`, plus the base plan's first control-plane workload when the
+    base names compact-kill and the draw left none: without one ember runs no
+    metastore to compact, and the runner refuses the plan
+    (`runner.compact_kill_refusal`), which stopped the whole explore. No
+    random draw is spent, so every other seed's selection is as it was."""
+    from harness.db import CONTROL_PLANE_WORKLOADS
+    from harness.dbs.registry import SYSTEMS
+    from harness.runner import compact_kill_refusal
+
+    system = SYSTEMS.get(base.db)
+    if "compact-kill" not in base.nemesis or system is None:
+        return workload
+    if not compact_kill_refusal(msgspec.structs.replace(base, workload=workload), system):
+        return workload
+    added = next((w for w in base.workload if w in CONTROL_PLANE_WORKLOADS), None)
+    if added is None:  # the base itself is refused, with the runner's message
+        return workload
+    return (workload[0], *(w for w in base.workload if w in workload[1:] or w == added))
 
 
 def _knobs(rng: random.Random) -> tuple[tuple[str, int], ...]:
