@@ -214,7 +214,8 @@ def _ranked_conditions(op: Operation, record: WatchRecord) -> Any:
     if past:
         settled_op = settled(op, past)
         if settled_op is None:
-            raise UnrankableError(f"op {op.invoke_index}, of unknown outcome, compares with "
+            how = "of unknown outcome" if op.type == "info" else "not saying which branch ran"
+            raise UnrankableError(f"op {op.invoke_index}, {how}, compares with "
                                   f"revision {past[0]['value']}, past the watch record's "
                                   f"{record.end}")  # fmt: skip
         spec = settled_op.value
@@ -260,11 +261,15 @@ def settled(op: Operation, blind: list[Any]) -> Operation | None:
     transaction of unknown outcome may also never take effect (the search
     allows it), and running a branch that writes nothing looks the same to
     every later read. So the op is settled to take the other branch wherever
-    it takes effect, and None is returned only when both branches write."""
+    it takes effect, and None is returned when both branches write. An op
+    that completed without saying which branch ran is not settled: it did
+    take effect, so "never" is not open to it."""
     result = op.result if op.type == "ok" and isinstance(op.result, dict) else {}
     succeeded = result.get("succeeded")
     spec = op.value
     if not isinstance(succeeded, bool):
+        if op.type != "info":  # it took effect (or not) without saying which branch ran
+            return None
         if not spec.get("else"):
             succeeded = True
         elif not spec.get("then"):

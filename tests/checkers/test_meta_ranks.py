@@ -134,7 +134,7 @@ def test_every_revision_an_op_reports_becomes_its_rank() -> None:
      ("invoke", {"if": [{"key": "m/0", "target": "mod_revision", "op": "eq", "value": 12}],
                  "then": [{"op": "put", "key": "m/0", "value": 1}],
                  "else": [{"op": "delete", "key": "m/1"}]},
-      None, "of unknown outcome, compares with revision 12")],
+      None, "not saying which branch ran, compares with revision 12")],
 )  # fmt: skip
 def test_a_revision_the_record_cannot_place_gives_no_ranks(
     f: str, value: Any, result: Any, match: str
@@ -235,6 +235,20 @@ def test_a_lost_answer_is_settled_when_one_branch_writes_nothing(empty: str) -> 
     [ranked] = ranked_ops([op for op in ops if op.f == "invoke"], record_of(ops, "m/"))
     never = [{"key": "m/0", "target": "version", "op": "lt", "value": 0}]
     assert ranked.value["if"][1:] == (never if empty == "then" else [])
+
+
+def test_an_answer_that_does_not_say_which_branch_ran_is_not_settled() -> None:
+    """It took effect, so an empty else is not the same as never: the op
+    still ends the ranking rather than be forced down the then branch."""
+    b = _record_b()
+    spec = {"if": [{"key": "m/0", "target": "mod_revision", "op": "lt", "value": 30}],
+            "then": _THEN, "else": []}  # fmt: skip
+    b.op(1, "invoke", key="m/1", value=spec, result={"revision": 31})
+    ops = _ops(b)
+    with pytest.raises(
+        UnrankableError, match="not saying which branch ran, compares with revision 30"
+    ):
+        ranked_ops([op for op in ops if op.f == "invoke"], record_of(ops, "m/"))
 
 
 def test_values_alone_decide_a_lost_answer_whose_else_writes_nothing() -> None:
