@@ -451,6 +451,17 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
     return notes
 
 
+def traffic_notes(plan: plans.Plan) -> list[str]:
+    """What the plan's metastore traffic kinds will not send: none at all
+    when it runs no metastore workload. `faultline run` refuses that; an
+    explore's swarm draw or a shrunk plan may leave the workload out while
+    the option stays, and the run says so rather than seem to have sent it."""
+    kinds = plan.options.get("meta_traffic")
+    if not kinds or "metastore" in plan.workload:
+        return []
+    return [f"--meta-traffic {','.join(kinds)}: none sent, the plan runs no metastore workload"]
+
+
 def compact_kill_refusal(plan: plans.Plan, system: System[Any]) -> str | None:
     """Why this plan's db cannot take a compact-kill (None: it can): the db
     has nothing to compact, or ember runs without its metastore."""
@@ -488,7 +499,7 @@ def run(
 ) -> RunOutcome:
     """Carry out one run of `plan` (see the module doc)."""
     plans.validate(plan)
-    fitted = nemesis_fit(plan)  # before anything starts: refused, or adapted and said
+    fitted = nemesis_fit(plan) + traffic_notes(plan)  # before anything starts: refused or said
     for note in fitted:
         log(note)
     # A replayed plan carries the version it ran with; record this one's.

@@ -19,7 +19,7 @@ from checkers.stats import describe_fault_counts, fault_counts, fault_windows, u
 from harness import plan as plans
 from harness.dbs import etcd as etcd_module
 from harness.dbs.etcd import EtcdDB
-from harness.runner import clock_faults_possible, nemesis_fit
+from harness.runner import clock_faults_possible, nemesis_fit, traffic_notes
 from nemesis.fault import Fault
 from nemesis.generator import NemesisSchedule, fit_targets
 from nemesis.schedule import SLOW_RATE_KBIT, NemesisWorker
@@ -341,3 +341,15 @@ def test_reasons_count_together_whichever_node_they_name() -> None:
     assert short_reason("no node declares itself leader of etcd (answered: n1, n2)") == (
         "no node declares itself leader of etcd"
     )
+
+
+def test_metastore_traffic_without_the_workload_is_said_not_sent() -> None:
+    """A swarm draw or a shrunk plan can drop the metastore workload while
+    --meta-traffic stays in the plan: the run names the kinds it never sent."""
+    traffic = {"meta_traffic": ["delete", "compare-mod"]}
+    without = plans.Plan(workload=("register", "rebalance"), options=traffic)
+    assert traffic_notes(without) == [
+        "--meta-traffic delete,compare-mod: none sent, the plan runs no metastore workload"
+    ]
+    assert traffic_notes(plans.Plan(workload=("register", "metastore"), options=traffic)) == []
+    assert traffic_notes(plans.Plan(workload=("register",))) == []
