@@ -249,6 +249,23 @@ def settled_alone(op: Operation) -> Operation | None:
     return settled(op, blind) if blind else op
 
 
+def _then_ran(op: Operation) -> bool | None:
+    """Whether an invoke's then branch ran, as its outcome settles it (see
+    `settled`): its `succeeded`; for a lost answer, the branch that writes
+    when the other writes nothing; else None."""
+    result = op.result if op.type == "ok" and isinstance(op.result, dict) else {}
+    succeeded = result.get("succeeded")
+    if isinstance(succeeded, bool):
+        return succeeded
+    if op.type != "info":  # it took effect (or not) without saying which branch ran
+        return None
+    if not op.value.get("else"):
+        return True
+    if not op.value.get("then"):
+        return False
+    return None
+
+
 def settled(op: Operation, blind: list[Any]) -> Operation | None:
     """An invoke whose conditions `blind` cannot be judged, with its outcome
     standing in for them: succeeded, they held (left out, the rest must hold
@@ -264,18 +281,10 @@ def settled(op: Operation, blind: list[Any]) -> Operation | None:
     it takes effect, and None is returned when both branches write. An op
     that completed without saying which branch ran is not settled: it did
     take effect, so "never" is not open to it."""
-    result = op.result if op.type == "ok" and isinstance(op.result, dict) else {}
-    succeeded = result.get("succeeded")
+    succeeded = _then_ran(op)
+    if succeeded is None:
+        return None
     spec = op.value
-    if not isinstance(succeeded, bool):
-        if op.type != "info":  # it took effect (or not) without saying which branch ran
-            return None
-        if not spec.get("else"):
-            succeeded = True
-        elif not spec.get("then"):
-            succeeded = False
-        else:
-            return None
     kept = [c for c in _conditions(spec) if not any(c is b for b in blind)]
     if not succeeded:
         kept.append({"key": blind[0]["key"], "target": "version", "op": "lt", "value": 0})

@@ -159,7 +159,7 @@ def draw_swarm(
     which is `Space.of(base)`: given when drawing many)."""
     space = space or Space.of(base)
     extra = [w for w in base.workload if w != traffic]
-    workload = _with_metastore(base, (traffic, *(w for w in extra if rng.random() < 0.5)))
+    workload = _with_control_plane(base, (traffic, *(w for w in extra if rng.random() < 0.5)))
     return Swarm(
         kinds=_subset(rng, space.kinds),
         phases=_subset(rng, space.phases),
@@ -171,7 +171,7 @@ def draw_swarm(
     )
 
 
-def _with_metastore(base: plans.Plan, workload: tuple[str, ...]) -> tuple[str, ...]:
+def _with_control_plane(base: plans.Plan, workload: tuple[str, ...]) -> tuple[str, ...]:
     """`workload`, plus the base plan's first control-plane workload when the
     base names compact-kill and the draw left none: without one ember runs no
     metastore to compact, and the runner refuses the plan
