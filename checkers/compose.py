@@ -56,30 +56,27 @@ class Basis(msgspec.Struct, frozen=True):
     unchecked: int = 0  # ops whose revisions lay past the record
     ops: int = 0
     blind: int = 0  # unranked: transactions of unknown outcome comparing revisions
+    # Invoke indices of lost transactions writing in both branches, checked
+    # each way (checkers/meta_branches.py).
+    split: tuple[int, ...] = ()
 
     @property
-    def undecidable(self) -> str | None:
-        """Why values alone cannot decide the part at all, or None. Such a
-        transaction, writing in both branches, took either, and one search
-        state holds only one (`meta_ranks.settled`)."""
-        if not self.blind:
-            return None
-        return (f"not checked: {self.blind} transaction(s) of unknown outcome compare mod "
-                f"or create revisions and write in both branches, which values alone "
-                f"cannot judge")  # fmt: skip
-
-    @property
-    def note(self) -> str | None:
-        """What the summary says of revisions the check did not judge, or
-        None when it judged every one."""
+    def notes(self) -> list[str]:
+        """What the summary says of revisions the check did not judge, and of
+        lost transactions it checked each way; empty when neither."""
+        notes = []
         if not self.ranked:
-            return (f"metastore: revisions not checked (values and outcomes only): "
-                    f"{self.text.removeprefix(LEFT_OUT)}")  # fmt: skip
-        if not self.unchecked:
-            return None
-        record = self.text.removeprefix(RANKED)
-        return (f"metastore: the revisions of {self.unchecked} of {self.ops} operations "
-                f"not checked, past the watch record ({record})")  # fmt: skip
+            notes.append(f"metastore: revisions not checked (values and outcomes only): "
+                         f"{self.text.removeprefix(LEFT_OUT)}")  # fmt: skip
+        elif self.unchecked:
+            record = self.text.removeprefix(RANKED)
+            notes.append(f"metastore: the revisions of {self.unchecked} of {self.ops} "
+                         f"operations not checked, past the watch record ({record})")  # fmt: skip
+        if self.split:
+            notes.append(f"metastore: op(s) {list(self.split)}, lost transactions that compare "
+                         f"revisions it could not judge and write in both branches, checked "
+                         f"each way (one search per choice of branch)")  # fmt: skip
+        return notes
 
 
 def is_meta(op: Operation) -> bool:
@@ -128,14 +125,17 @@ class SplitLinear:
         rest = [op for op in ctx.operations if not is_meta(op)]
         kv = LinearizabilityChecker().check(msgspec.structs.replace(ctx, operations=rest))
         options = {**ctx.options, "model": "metastore"}
-        meta_ops, model, basis = metastore_basis(meta, watch_record(ctx.operations))
-        if basis.undecidable:
-            m = checker_result(undecided(len(meta_ops), basis.undecidable), "metastore")
-        else:
-            m = LinearizabilityChecker(model).check(
-                msgspec.structs.replace(ctx, operations=meta_ops, options=options)
+        from checkers.meta_branches import decide
+
+        meta_ctx = msgspec.structs.replace(ctx, options=options)
+
+        def search(ops: list[Operation], model: Any) -> Any:
+            return LinearizabilityChecker(model).search(
+                msgspec.structs.replace(meta_ctx, operations=ops)
             )
-        return split_result(kv, m, basis)
+
+        result, basis = decide(meta, watch_record(ctx.operations), search)
+        return split_result(kv, checker_result(result, "metastore"), basis)
 
 
 def watch_record(operations: list[Operation]) -> Any:
@@ -190,17 +190,20 @@ def split_result(kv: CheckerResult, m: CheckerResult, basis: Basis) -> CheckerRe
     ranks, its anomalies say the revisions their ops show are ranks, not the
     store's."""
     m.figures["revisions"] = basis.text
-    if basis.ranked:
-        for anomaly in m.anomalies:
+    for anomaly in m.anomalies:
+        if basis.ranked:
             anomaly.message += f" (revisions shown as ranks: {basis.text})"
+        if basis.split:
+            anomaly.message += (f" (under each choice of branch for lost transaction(s) "
+                                f"{list(basis.split)}; shown: the first)")  # fmt: skip
     anomalies = [Anomaly(kind=a.kind, message=f"{part}: {a.message}", ops=a.ops)
                  for part, r in (("register", kv), ("metastore", m))
                  for a in r.anomalies]  # fmt: skip
     errors = [f"{part}: {r.error}" for part, r in (("register", kv), ("metastore", m))
               if r.error]  # fmt: skip
     figures: dict[str, Any] = {"register": kv.figures, "metastore": m.figures}
-    if basis.note is not None:  # a check that did not judge everything says so (`check`)
-        figures["notes"] = [basis.note]
+    if basis.notes:  # a check that did not judge everything says so (`check`)
+        figures["notes"] = basis.notes
     return CheckerResult(
         name=SplitLinear.name, valid=merge_validity([kv.valid, m.valid]), anomalies=anomalies,
         figures=figures, error="; ".join(errors) or None,

@@ -90,14 +90,22 @@ class LinearizabilityChecker:
 
     def check(self, ctx: CheckContext) -> CheckerResult:
         """Runs the search; its `unknown` (budget, bad op shape) passes through."""
-        from checkers import linearizability as lin  # late: see the module doc
-
         client_ops = model_ops(ctx.operations)
         model = model_for(ctx, client_ops)
+        return checker_result(self._search(ctx, client_ops, model), model)
+
+    def search(self, ctx: CheckContext) -> Any:
+        """The search's verdict (a `LinResult`) on the history's client ops."""
+        client_ops = model_ops(ctx.operations)
+        return self._search(ctx, client_ops, model_for(ctx, client_ops))
+
+    def _search(self, ctx: CheckContext, client_ops: list[Operation], model: str) -> Any:
+        from checkers import linearizability as lin  # late: see the module doc
+
         ops = lin.ops_from_history(client_ops, model)
         limit = float(ctx.setting("lin_time_limit_s", DEFAULT_TIME_LIMIT_S))
         chosen = model if self.model is None else self.model
-        return checker_result(lin.check(ops, chosen, time_limit_s=limit), model)
+        return lin.check(ops, chosen, time_limit_s=limit)
 
 
 def checker_result(result: Any, model: str) -> CheckerResult:

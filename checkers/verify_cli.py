@@ -51,14 +51,23 @@ def _parts(figures: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
     return [(f"linearizable/{name}", f) for name, f in figures.items() if isinstance(f, dict)]
 
 
-def _operations(label: str, operations: list[Any]) -> tuple[list[Any], Any]:
+Choice = tuple[list[int], list[int]]  # lost transactions checked each way, those run as then
+
+
+def _operations(label: str, operations: list[Any],
+                choice: Choice | None = None) -> tuple[list[Any], Any]:  # fmt: skip
     """The operations the checker handed this part's search, and the model
-    instance it used when not the named model's default."""
+    instance it used when not the named model's default. `choice` (the lost
+    transactions checked each way and those of them run as then) picks the
+    search of one choice of branch (checkers/meta_branches.py)."""
     from checkers.compose import is_meta, metastore_basis, watch_record  # SplitLinear's split
     from checkers.linear import model_ops
+    from checkers.meta_branches import with_branches
 
     if label.endswith("/metastore"):
         meta = [op for op in operations if is_meta(op)]
+        if choice is not None:
+            meta = with_branches(meta, *choice)
         ops, model, _ = metastore_basis(meta, watch_record(operations))
         return ops, model
     if label.endswith("/register"):
@@ -78,7 +87,47 @@ def _same_ops(shown: list[Any], history: list[Any]) -> str | None:
 
 
 def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> str:
-    """One line saying what held; raises WitnessError or VerifyError."""
+    """One line saying what held; raises WitnessError or VerifyError. Where
+    lost transactions were checked each way, a witness is of the choice that
+    held, and an invalid verdict holds a counterexample per choice, each
+    checked against its own choice's ops."""
+    import msgspec
+
+    from checkers import linearizability as lin
+    from checkers.linearizability.types import Branches
+
+    model = lin.MODELS.get(str(figures.get("model")))
+    if model is None:
+        raise VerifyError(f"{label}: unknown model {figures.get('model')!r}")
+    branches = figures.get("branches")
+    if not branches:
+        return _verify_evidence(label, model, _operations(label, operations), figures)
+    split = msgspec.convert(branches, Branches)
+    if figures.get("witness"):
+        held = [c for c in split.tried if c.valid is True]
+        if not held:
+            raise VerifyError(f"{label}: a witness but no choice of branch that held")
+        built = _operations(label, operations, (split.ops, held[0].then))
+        line = _verify_evidence(label, model, built, figures)
+        return f"{line} (lost transaction(s) {split.ops} running then: {held[0].then})"
+    proofs = [c for c in split.tried if c.counterexample is not None]
+    if not figures.get("counterexample") or len(proofs) != 2 ** len(split.ops):
+        raise VerifyError(f"{label}: results hold a counterexample for {len(proofs)} of the "
+                          f"{2 ** len(split.ops)} choices of branch for lost transaction(s) "
+                          f"{split.ops}")  # fmt: skip
+    for c in proofs:
+        built = _operations(label, operations, (split.ops, c.then))
+        _verify_evidence(
+            label, model, built, {"counterexample": msgspec.to_builtins(c.counterexample)}
+        )
+    return (f"{label}: counterexample verified under each of the {len(proofs)} choices of "
+            f"branch for lost transaction(s) {split.ops}")  # fmt: skip
+
+
+def _verify_evidence(label: str, model: Any, built: tuple[list[Any], Any],
+                     figures: dict[str, Any]) -> str:  # fmt: skip
+    """Checks the witness or counterexample in `figures` against the ops the
+    search was handed (`_operations`)."""
     import msgspec
 
     from checkers import linearizability as lin
@@ -88,10 +137,7 @@ def verify_part(label: str, figures: dict[str, Any], operations: list[Any]) -> s
     from checkers.linearizability.types import Counterexample, Witness
     from checkers.linearizability.witness import WitnessError, verify
 
-    model = lin.MODELS.get(str(figures.get("model")))
-    if model is None:
-        raise VerifyError(f"{label}: unknown model {figures.get('model')!r}")
-    history_ops, bound = _operations(label, operations)
+    history_ops, bound = built
     model = model if bound is None else bound
     ops = prepare(lin.ops_from_history(history_ops, model), model)
     parts = {repr(key): (key, part) for key, part in partition(ops, model)}

@@ -63,32 +63,34 @@ def check_group(
     -> its row: (its part, its LinResult as JSON, what the metastore's revisions
     were as JSON: `compose.Basis`; "" for a key's). `record` is the
     watch record of a mixed history (`compose.watch_record`), else None."""
-    from checkers import compose
     from checkers import linearizability as lin
     from checkers.linearizability.types import LinResult
+    from checkers.meta_branches import decide
     from pipeline.precheck import key_ops
 
     ops = key_ops(pdf)
     meta = pdf["group"].iloc[0] == META_GROUP
-    bound, basis, undecidable = None, "", None
     if meta:
         model = "metastore"
-        if record is not None:
-            ops, bound, ranks = compose.metastore_basis(ops, record)
-            basis, undecidable = msgspec.json.encode(ranks).decode(), ranks.undecidable
-    started = time.monotonic()
-    try:
-        if undecidable:
-            result = compose.undecided(len(ops), undecidable)
-        else:
+
+    def search(ops: list[Any], bound: Any) -> LinResult:
+        started = time.monotonic()
+        try:
             # One worker: the executor is the unit of parallelism here, not a process pool.
-            result = lin.check(lin.ops_from_history(ops, model), bound or model,
-                               time_limit_s=time_limit_s, workers=1)  # fmt: skip
-    except lin.HistoryError as exc:
-        elapsed = time.monotonic() - started
-        result = LinResult(valid="unknown", model=model, ops=len(ops), partitions=1,
-                           states_explored=0, cache_size=0, elapsed_s=elapsed,
-                           reason=f"cannot check: {exc}")  # fmt: skip
+            return lin.check(lin.ops_from_history(ops, model), bound or model,
+                             time_limit_s=time_limit_s, workers=1)  # fmt: skip
+        except lin.HistoryError as exc:
+            elapsed = time.monotonic() - started
+            return LinResult(valid="unknown", model=model, ops=len(ops), partitions=1,
+                             states_explored=0, cache_size=0, elapsed_s=elapsed,
+                             reason=f"cannot check: {exc}")  # fmt: skip
+
+    basis = ""
+    if meta and record is not None:
+        result, ranks = decide(ops, record, search)
+        basis = msgspec.json.encode(ranks).decode()
+    else:
+        result = search(ops, None)
     result.witness = []  # see the module doc
     part = "metastore" if meta else "register"
     return [(part, msgspec.json.encode(result).decode(), basis)]
@@ -112,6 +114,9 @@ def merge(results: list[Any], model: str, elapsed_s: float) -> Any:
         partition_results=[p for r in results for p in r.partition_results],
         reason="; ".join(reasons) or None,
         counterexample=first.counterexample if first else None,
+        # The metastore is one group, so at most one result checked lost
+        # transactions each way.
+        branches=next((r.branches for r in results if r.branches), None),
     )  # fmt: skip
 
 

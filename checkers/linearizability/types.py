@@ -95,6 +95,27 @@ class PartitionResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     linearization: list[int] = []
 
 
+class BranchChoice(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """One choice of branch for the metastore's lost two-way transactions
+    (checkers/meta_branches.py) and the search's verdict under it."""
+
+    # Invoke indices of the ops that run their then branch (or never); the
+    # other ops of `Branches.ops` run their else branch (or never).
+    then: list[int]
+    valid: Validity
+    # Under an invalid verdict: this choice's proof, which `faultline verify`
+    # checks for every choice.
+    counterexample: Counterexample | None = None
+
+
+class Branches(msgspec.Struct, kw_only=True):
+    """The lost transactions checked each way, and each choice tried, in order
+    (a valid verdict's witness is of the last)."""
+
+    ops: list[int]
+    tried: list[BranchChoice]
+
+
 class LinResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     """The verdict on a whole history.
 
@@ -121,3 +142,6 @@ class LinResult(msgspec.Struct, kw_only=True, omit_defaults=True):
     witness: list[Witness] = []
     # invalid: a small proven-failing reduction of the failing partition.
     counterexample: Counterexample | None = None
+    # Metastore only: lost transactions writing in both branches, checked
+    # each way (checkers/meta_branches.py).
+    branches: Branches | None = None
