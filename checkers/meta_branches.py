@@ -85,15 +85,17 @@ def decide(meta: list[Operation], record: Any, search: Search) -> tuple[LinResul
                f"take 2^{len(split)} searches (at most 2^{MAX_SPLIT})")  # fmt: skip
         return undecided(len(ops), why), basis
     results: list[LinResult] = []
-    tried: list[BranchChoice] = []
+    thens: list[list[int]] = []
     for then in choices(split):
         ops, model, basis = metastore_basis(with_branches(meta, split, then), record)
-        result = search(ops, model)
-        results.append(result)
-        cex = result.counterexample if result.valid is False else None
-        tried.append(BranchChoice(then=then, valid=result.valid, counterexample=cex))
-        if result.valid is True:
+        results.append(search(ops, model))
+        thens.append(then)
+        if results[-1].valid is True:
             break
+    proven = all(r.valid is False for r in results)  # only then is each proof kept
+    tried = [BranchChoice(then=then, valid=r.valid,
+                          counterexample=r.counterexample if proven else None)
+             for then, r in zip(thens, results, strict=True)]  # fmt: skip
     branches = Branches(ops=split, tried=tried)
     basis = msgspec.structs.replace(basis, split=tuple(split))
     return _merged(results, branches), basis
