@@ -56,14 +56,11 @@ class Basis(msgspec.Struct, frozen=True):
     unchecked: int = 0  # ops whose revisions lay past the record
     ops: int = 0
     blind: int = 0  # unranked: transactions of unknown outcome comparing revisions
-    # Invoke indices of lost transactions writing in both branches, checked
-    # each way (checkers/meta_branches.py).
-    split: tuple[int, ...] = ()
 
     @property
     def notes(self) -> list[str]:
-        """What the summary says of revisions the check did not judge, and of
-        lost transactions it checked each way; empty when neither."""
+        """What the summary says of revisions the check did not judge; empty
+        when it judged every one."""
         notes = []
         if not self.ranked:
             notes.append(f"metastore: revisions not checked (values and outcomes only): "
@@ -72,10 +69,6 @@ class Basis(msgspec.Struct, frozen=True):
             record = self.text.removeprefix(RANKED)
             notes.append(f"metastore: the revisions of {self.unchecked} of {self.ops} "
                          f"operations not checked, past the watch record ({record})")  # fmt: skip
-        if self.split:
-            notes.append(f"metastore: op(s) {list(self.split)}, lost transactions that compare "
-                         f"revisions it could not judge and write in both branches, checked "
-                         f"each way (one search per choice of branch)")  # fmt: skip
         return notes
 
 
@@ -190,20 +183,27 @@ def split_result(kv: CheckerResult, m: CheckerResult, basis: Basis) -> CheckerRe
     ranks, its anomalies say the revisions their ops show are ranks, not the
     store's."""
     m.figures["revisions"] = basis.text
+    notes = basis.notes
+    # Lost transactions checked each way (checkers/meta_branches.py).
+    split = (m.figures.get("branches") or {}).get("ops")
+    if split:
+        notes.append(f"metastore: op(s) {split}, lost transactions that compare revisions "
+                     f"it could not judge and write in both branches, checked each way "
+                     f"(one search per choice of branch)")  # fmt: skip
     for anomaly in m.anomalies:
         if basis.ranked:
             anomaly.message += f" (revisions shown as ranks: {basis.text})"
-        if basis.split:
+        if split:
             anomaly.message += (f" (under each choice of branch for lost transaction(s) "
-                                f"{list(basis.split)}; shown: the first)")  # fmt: skip
+                                f"{split}; shown: the first)")  # fmt: skip
     anomalies = [Anomaly(kind=a.kind, message=f"{part}: {a.message}", ops=a.ops)
                  for part, r in (("register", kv), ("metastore", m))
                  for a in r.anomalies]  # fmt: skip
     errors = [f"{part}: {r.error}" for part, r in (("register", kv), ("metastore", m))
               if r.error]  # fmt: skip
     figures: dict[str, Any] = {"register": kv.figures, "metastore": m.figures}
-    if basis.notes:  # a check that did not judge everything says so (`check`)
-        figures["notes"] = basis.notes
+    if notes:  # a check that did not judge everything says so (`check`)
+        figures["notes"] = notes
     return CheckerResult(
         name=SplitLinear.name, valid=merge_validity([kv.valid, m.valid]), anomalies=anomalies,
         figures=figures, error="; ".join(errors) or None,

@@ -96,9 +96,7 @@ def decide(meta: list[Operation], record: Any, search: Search) -> tuple[LinResul
     tried = [BranchChoice(then=then, valid=r.valid,
                           counterexample=r.counterexample if proven else None)
              for then, r in zip(thens, results, strict=True)]  # fmt: skip
-    branches = Branches(ops=split, tried=tried)
-    basis = msgspec.structs.replace(basis, split=tuple(split))
-    return _merged(results, branches), basis
+    return _merged(results, Branches(ops=split, tried=tried)), basis
 
 
 def _merged(results: list[LinResult], branches: Branches) -> LinResult:

@@ -140,11 +140,12 @@ def test_the_choices_merge_as_any_valid_else_all_invalid_else_unknown(
         v = next(answers)
         return _verdict(v, "out of budget" if v == "unknown" else None)
 
-    result, basis = decide(ops, "no watch", search)
+    result, _ = decide(ops, "no watch", search)
     assert result.valid == merged
     assert len(calls) == searches
     assert result.elapsed_s == pytest.approx(0.5 * searches)
-    assert basis.split == (0, 2)
+    assert result.branches is not None
+    assert result.branches.ops == [0, 2]
     if merged == "unknown":
         assert result.reason == (
             "1 of 4 choices of branch for lost transaction(s) [0, 2] undecided; out of budget"
