@@ -24,6 +24,7 @@ from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
 from harness.nodehttp import Answer, http_answer, http_json
 from harness.store import RunDir
+from harness.version import VERSION_LABELS
 from nemesis import journal, process
 from nemesis.clock import CLOCK_OFFSET_FILE
 from nemesis.fault import Fault
@@ -62,6 +63,34 @@ def empty_dir(path: str) -> str:
 
 class DBError(RuntimeError):
     """The database could not be installed, started or reached."""
+
+
+def node_names(value: Any, setting: str, nodes: Sequence[str]) -> list[str]:
+    """A setting naming nodes (`bootstrap`, `meta_nodes`) as a list: given as
+    "n1,n2" (what `--db-setting bootstrap=n1,n2` gives) or as a list. Raises
+    DBError naming the setting for a value of another type, or, where `nodes`
+    is known (non-empty), for a name that is not one of them."""
+    if isinstance(value, str):
+        raw: list[Any] = value.split(",")
+    elif isinstance(value, list | tuple):
+        raw = list(value)
+    else:
+        raise DBError(f"{setting}: expected node names (n1,n2 or a list), got {value!r}")
+    if not all(isinstance(name, str) for name in raw):
+        raise DBError(f"{setting}: expected node names (n1,n2 or a list), got {value!r}")
+    names = [name.strip() for name in raw if name.strip()]
+    unknown = sorted(set(names) - set(nodes)) if nodes else []
+    if unknown:
+        raise DBError(f"{setting}: unknown node(s) {', '.join(unknown)}; "
+                      f"the nodes are {', '.join(nodes)}")  # fmt: skip
+    return names
+
+
+def bootstrap_names(settings: Mapping[str, Any], nodes: Sequence[str]) -> list[str]:
+    """The nodes that form the cluster: the `bootstrap` setting, else the first three."""
+    wanted = settings.get("bootstrap")
+    chosen = node_names(wanted, "bootstrap", nodes) if wanted else []
+    return chosen or list(nodes[: min(3, len(nodes))])
 
 
 class DB(Protocol):
@@ -259,9 +288,7 @@ class EmberDB(ProcessDB):
         self.seed = seed
         self.partitions = int(self.settings.get("partitions", 8))
         self.zone_partitions = 0  # no zone until `setup` makes one
-        voters = self.settings.get("bootstrap")
-        names = [n.name for n in self.nodes]
-        self._bootstrap = list(voters) if voters else names[: min(3, len(names))]
+        self._bootstrap = bootstrap_names(self.settings, [n.name for n in self.nodes])
         self.binary = str(self.settings.get("ember_bin", "/opt/faultline/bin/ember-node"))
         # node -> the failpoints the harness has on there, which a restart keeps
         # (written into the node's config: `remember_failpoint`).
@@ -334,7 +361,7 @@ class EmberDB(ProcessDB):
         }
         for key, value in self.settings.items():
             if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions",
-                           "clock_faults"):  # fmt: skip
+                           "clock_faults", *VERSION_LABELS):  # fmt: skip
                 lines[key] = value
         if self.settings.get("clock_faults"):  # nemesis.clock
             lines["clock_offset_file"] = CLOCK_OFFSET_FILE

@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from harness.version import VERSION_LABELS
+
 if TYPE_CHECKING:
     from harness.plan import Plan
 
@@ -24,7 +26,6 @@ if TYPE_CHECKING:
 EMBER_OWNED = frozenset({"id", "peers", "listen", "raft_listen", "data_dir", "seed", "config"})
 EMBER_HARNESS = frozenset({"bootstrap", "ember_bin", "partitions", "zone_partitions", "meta_nodes"})
 # Labels no node reads but reports and the pipeline group runs by (pipeline/extract.py).
-VERSION_LABELS = frozenset({"version", "ember_version", "git_rev", "git_revision"})
 # etcd 3.4.23's flags (`etcd --help` of Debian's etcd-server 3.4.23), which
 # the EtcdDB passes as ETCD_<FLAG> variables; etcd only warns on others.
 ETCD_FLAGS = frozenset(
@@ -117,6 +118,9 @@ def ember_settings() -> frozenset[str]:
 
 def _settings(plan: Plan) -> str | None:
     settings = [k for k in plan.db_settings if k not in VERSION_LABELS]
+    why = _node_names(plan)
+    if why is not None:
+        return why
     if plan.db == "ember":
         known = ember_settings()
         for key in settings:
@@ -134,6 +138,22 @@ def _settings(plan: Plan) -> str | None:
                 return f"--db-setting {key}: set by the harness for every etcd member"
             if flag not in ETCD_FLAGS and flag != "bootstrap":
                 return f"--db-setting {key}: not an etcd 3.4 flag (etcd would ignore it)"
+    return None
+
+
+def _node_names(plan: Plan) -> str | None:
+    """A setting naming nodes (`bootstrap`; ember's `meta_nodes`, or "auto")
+    that names no node of the plan, or is not a list of names."""
+    from harness.db import DBError, node_names
+
+    for key in ("bootstrap", "meta_nodes"):
+        value = plan.db_settings.get(key)
+        if value is None or (key == "meta_nodes" and value == "auto"):
+            continue
+        try:
+            node_names(value, f"--db-setting {key}", plan.nodes)
+        except DBError as err:
+            return str(err)
     return None
 
 

@@ -13,6 +13,10 @@ from importlib import metadata
 from pathlib import Path
 
 _REPO = Path(__file__).resolve().parent.parent
+# Keys older plans recorded in `db_settings`: labels of what was tested, never
+# settings of the system under test, so no db passes them on (etcd would read
+# ETCD_VERSION as its --version flag and refuse to start).
+VERSION_LABELS = frozenset({"version", "ember_version", "git_rev", "git_revision"})
 
 
 @cache

@@ -32,7 +32,7 @@ from typing import Any
 
 from harness import plan as plans
 from harness.control import Control
-from harness.db import DBError, EmberDB
+from harness.db import DBError, EmberDB, node_names
 from harness.dbs import PhaseSource, System, Workers, first_line, register_keys
 from harness.interpreter import Reply, Worker
 from workloads import meta_traffic
@@ -159,9 +159,10 @@ def _meta_sessions(plan: plans.Plan) -> Callable[[int], str | None]:
 
 
 def _meta_nodes(db: EmberDB) -> list[str]:
-    """The metastore's voters ("auto": the first three bootstrap nodes)."""
-    raw = str(db.settings.get("meta_nodes") or "auto")
-    return db.bootstrap()[:3] if raw == "auto" else [m for m in raw.split(",") if m]
+    """The metastore's voters ("auto": the first three bootstrap nodes in name order,
+    as ember-node picks them)."""
+    raw = db.settings.get("meta_nodes") or "auto"
+    return sorted(db.bootstrap())[:3] if raw == "auto" else node_names(raw, "meta_nodes", [])
 
 
 def change_generator(plan: plans.Plan, db: EmberDB) -> Generator:

@@ -35,10 +35,11 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import NODE_LOGS, DBError, ExitWatch, Gone, ProcessDB, empty_dir
+from harness.db import NODE_LOGS, DBError, ExitWatch, Gone, ProcessDB, bootstrap_names, empty_dir
 from harness.dbs.etcd_client import REVISION_OFFSET, b64, model_revision
 from harness.nodehttp import http_json
 from harness.store import RunDir
+from harness.version import VERSION_LABELS
 from nemesis import process
 from nemesis.fault import Fault
 from nemesis.maintenance import Call
@@ -70,11 +71,7 @@ class EtcdDB(ProcessDB):
         self.settings = dict(settings)
         self.seed = seed
         names = [n.name for n in self.nodes]
-        wanted = self.settings.get("bootstrap")
-        self._bootstrap = list(wanted) if wanted else names[: min(3, len(names))]
-        unknown = sorted(set(self._bootstrap) - set(names))
-        if unknown:
-            raise DBError(f"etcd bootstrap names unknown node(s) {', '.join(unknown)}")
+        self._bootstrap = bootstrap_names(self.settings, names)
         self.members: set[str] = set(self._bootstrap)
         self.learners: set[str] = set()  # members not yet promoted
         self.lock = threading.Lock()
@@ -112,7 +109,8 @@ class EtcdDB(ProcessDB):
             "EXPERIMENTAL_WATCH_PROGRESS_NOTIFY_INTERVAL": "1s",
         }
         for key, value in self.settings.items():
-            if key != "bootstrap":  # e.g. heartbeat_interval=50 -> ETCD_HEARTBEAT_INTERVAL
+            # e.g. heartbeat_interval=50 -> ETCD_HEARTBEAT_INTERVAL
+            if key != "bootstrap" and key not in VERSION_LABELS:
                 values[key.upper().replace("-", "_")] = str(value)
         return "".join(f"ETCD_{k}={v}\n" for k, v in values.items())
 
