@@ -356,3 +356,17 @@ def test_the_summary_names_revisions_the_check_did_not_judge() -> None:
     [reason] = _reasons(unwatched)
     assert reason.startswith("linearizable: metastore: revisions not checked (values and "
                              "outcomes only): no watch on the prefix"), reason  # fmt: skip
+
+
+def test_a_failed_op_past_the_record_does_not_cost_the_ranking() -> None:
+    """A `fail` certainly took no effect and is never searched; that it
+    compared a revision past the record, which no answer settles, must not
+    leave every other op's revisions out."""
+    b = foreign_writers_history(10)
+    spec = {"if": [{"key": "m/0", "target": "mod_revision", "op": "lt", "value": 99}],
+            "then": [{"op": "put", "key": "m/0", "value": 3}], "else": []}  # fmt: skip
+    b.add(4, "invoke", "invoke", key="m/0", value=spec)
+    b.add(4, "fail", "invoke", key="m/0", value=spec, error="timeout")
+    bad = SplitLinear().check(_ctx(b))
+    assert bad.figures["metastore"]["revisions"].startswith("ranked by the watch record")
+    assert bad.valid is False, bad  # the stale read is still found, on ranks
