@@ -53,7 +53,10 @@ def test_every_checker_judges_the_mix_and_it_is_valid(mix_run: RunOutcome) -> No
     # Every node answered the harness's report-applied call before collection.
     figures = doc["checkers"]["convergence"]["figures"]
     assert figures["groups-judged-at-collection"] == figures["groups"] > 0, figures
-    assert mix_run.result.valid is True, (verdicts, mix_run.result.reasons)
+    # A failure names each checker that did not hold and what it found.
+    failed = {name: (c["valid"], c.get("error"), c.get("anomalies", [])[:3])
+              for name, c in doc["checkers"].items() if c["valid"] is not True}  # fmt: skip
+    assert mix_run.result.valid is True, (failed, mix_run.result.reasons, str(mix_run.run.path))
     assert mix_run.exit_code == 0
 
 
