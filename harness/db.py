@@ -13,6 +13,7 @@ system (etcd) implements the same protocol.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import shlex
@@ -52,6 +53,20 @@ _LOG_STAMP = re.compile(r"^\d{4}-\d\d-\d\d[ T][0-9:.,]+Z?\s+")
 # `gone(nodes not answering)`: why waiting on is pointless (a process that
 # exited), or None to wait on.
 Gone = Callable[[Sequence[str]], str | None]
+
+
+def log_words(line: str) -> str:
+    """A log line as words without its time, which differs per node: ember's
+    text line less its date, or etcd's zap JSON line as `level: msg: error`."""
+    if line.startswith("{"):
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("msg"), str):
+            words = [doc.get("level"), doc["msg"], doc.get("error")]
+            return ": ".join(str(w) for w in words if w not in (None, ""))
+    return _LOG_STAMP.sub("", line)
 
 
 def empty_dir(path: str) -> str:
@@ -205,7 +220,7 @@ class ProcessDB:
         ends: dict[str, list[str]] = {}
         for name in gone:
             lines = [ln.strip() for ln in logs[name].stdout.splitlines() if ln.strip()]
-            last = _LOG_STAMP.sub("", lines[-1])[:400] if lines else ""
+            last = log_words(lines[-1])[:400] if lines else ""
             ends.setdefault(last, []).append(name)
         each = [f"{', '.join(nodes)} ({'log ends: ' + last if last else 'empty log'})"
                 for last, nodes in ends.items()]  # fmt: skip

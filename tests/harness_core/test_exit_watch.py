@@ -89,3 +89,21 @@ def test_without_a_reason_the_wait_runs_to_its_timeout() -> None:
         EmberDB(NODES, {}, 1).wait_healthy(["n1", "n2"], 2.5, gone=lambda _down: None)
     with pytest.raises(DBError, match="not answering"):
         EmberDB(NODES, {}, 1).wait_healthy(["n1"], 0.3)
+
+
+def test_an_etcd_zap_line_is_read_as_its_words() -> None:
+    """etcd logs zap JSON; nodes refusing to start for one reason are named
+    together, their reason as words, not a JSON object cut at 400 characters."""
+
+    def line(ts: str) -> str:
+        return ('{"level":"fatal","ts":"' + ts + '","caller":"etcdmain/etcd.go:271",'
+                '"msg":"discovery failed","error":"listen tcp 10.0.0.9:2380: bind: '
+                'cannot assign requested address","stacktrace":"main.main"}')  # fmt: skip
+
+    control = Control(pids={}, logs={"n1": line("2026-12-07T10:00:00.1Z") + "\n",
+                                     "n2": line("2026-12-07T10:00:00.4Z") + "\n",
+                                     "n3": "{not json\n"})  # fmt: skip
+    why = EtcdDB(NODES, {}, 1).exited(control, ["n1", "n2", "n3"])  # type: ignore[arg-type]
+    assert why == ("etcd is not running on n1, n2 (log ends: fatal: discovery failed: listen "
+                   "tcp 10.0.0.9:2380: bind: cannot assign requested address); "
+                   "n3 (log ends: {not json)")  # fmt: skip
