@@ -74,6 +74,12 @@ def validate(plan: Plan) -> Plan:
         raise PlanError(f"time limit must be positive, got {plan.time_limit_s}")
     if plan.seed < 0:
         raise PlanError(f"seed must be a non-negative integer, got {plan.seed}")
+    from harness.plan_options import OptionError, check_options
+
+    try:
+        check_options(plan.options)
+    except OptionError as err:
+        raise PlanError(str(err)) from None
     from harness.honoured import refusal  # late: it reads the systems' registries
 
     why = refusal(plan, phases=False)  # what the backend or db would not honour
