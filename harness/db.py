@@ -378,6 +378,10 @@ class EmberDB(ProcessDB):
             if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions",
                            "clock_faults", *VERSION_LABELS):  # fmt: skip
                 lines[key] = value
+        meta = lines.get("meta_nodes")
+        if meta and meta != "auto":  # ember-node reads "n1,n2,n3", as bootstrap
+            names = node_names(meta, "meta_nodes", [n.name for n in self.nodes])
+            lines["meta_nodes"] = ",".join(names)
         if self.settings.get("clock_faults"):  # nemesis.clock
             lines["clock_offset_file"] = CLOCK_OFFSET_FILE
         if self.sticky.get(node.name):

@@ -93,3 +93,15 @@ def test_a_version_label_never_reaches_a_node(label: str) -> None:
     assert "ETCD_HEARTBEAT_INTERVAL=50\n" in env
     assert "2.0-rc1" not in env
     assert "2.0-rc1" not in EmberDB(NODES, {label: "2.0-rc1"}, 1)._config(NODES[0])
+
+
+@pytest.mark.parametrize("meta", [["n5", "n3"], "n5,n3"])
+def test_metastore_voters_given_as_a_list_reach_ember_node_as_names(meta: object) -> None:
+    """ember-node reads meta_nodes as "n1,n2"; a list from a plan file must
+    not arrive as a TOML array it would read as one odd name."""
+    import tomllib
+
+    from ember.server import config_from_settings
+
+    config = EmberDB(NODES, {"meta_nodes": meta}, 1)._config(NODES[0])
+    assert config_from_settings(tomllib.loads(config)).meta_nodes == ("n3", "n5")
