@@ -51,6 +51,7 @@ import contextlib
 import json
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -244,15 +245,20 @@ class PrimaryAgent:
                     revision=held.revision if held is not None else None)  # fmt: skip
         log.info("primary lease of %s %s: stopped acting", name, reason)
 
-    def _acting(self, job: Job, act: str) -> None:
-        """Audit, before it happens, an action under the primary lease (M9); raise
-        LeaseLostError when the lease may have run out."""
+    def _holds_lease(self, job: Job, act: str) -> None:
+        """Raise LeaseLostError when the job's primary lease may have run out."""
         name = f"{job.zone}/{job.partition}"
         held = self.leases.get(name)
         if held is not None:
             self._last_lease[name] = held.revision
         if (held is None or time.monotonic() >= held.valid_until) and not self._ignores_lease():
             raise LeaseLostError(f"primary lease of {name} ran out before {act}")
+
+    def _acting(self, job: Job, act: str) -> None:
+        """Audit, before it happens, an action under the primary lease (M9); raise
+        LeaseLostError when the lease may have run out."""
+        self._holds_lease(job, act)
+        name = f"{job.zone}/{job.partition}"
         self._audit("primary-acting", zone=job.zone, partition=job.partition, act=act,
                     primary_lease=self._last_lease.get(name, 0))  # fmt: skip
 
@@ -332,7 +338,8 @@ class PrimaryAgent:
             if all(ready):
                 return True
             if asyncio.get_running_loop().time() > deadline:
-                planned = await self.meta.get(key(job.zone, job.partition, "planned"))
+                planned = await self._read(job, self.meta.get, key(job.zone, job.partition,
+                                                                   "planned"))  # fmt: skip
                 if planned["value"]:
                     return False
             await asyncio.sleep(0.3)
@@ -450,11 +457,13 @@ class PrimaryAgent:
     async def _finish(self, job: Job, peers: list[str]) -> None:
         pending = key(job.zone, job.partition, "pending")
         while True:
-            snap = await self.meta.range(assignments_prefix(job.zone, job.partition))
+            snap = await self._read(job, self.meta.range,
+                                    assignments_prefix(job.zone, job.partition))  # fmt: skip
             kvs = {kv["key"]: kv for kv in snap["kvs"]}
             spec = done_invoke(kvs, job.zone, job.partition, peers, job.pending_revision)
             result = await self._invoke(job, "write-done", spec)
-            rec = (await self.meta.get(pending)) if not result.get("succeeded") else None
+            rec = await self._read(job, self.meta.get, pending) if not result.get("succeeded") \
+                else None  # fmt: skip
             # The guard also holds planned as read: a trigger writing planned in
             # between fails it while pending is still ours. Read again and retry.
             if rec is None or rec["mod_revision"] != job.pending_revision:
@@ -465,6 +474,19 @@ class PrimaryAgent:
                         partition=job.partition, request_revision=job.request_revision,
                         last_seen_revision=seen, peers=peers)  # fmt: skip
         job.state = "done" if result.get("succeeded") else "already-done"
+
+    async def _read(self, job: Job, read: Callable[[str], Awaitable[dict[str, Any]]],
+                    path: str) -> dict[str, Any]:  # fmt: skip
+        """A read the job needs, retried while the metastore does not answer (a
+        partition is a fault the agent is built to ride out, not an error), for
+        as long as the job's primary lease lasts (LeaseLostError after)."""
+        while True:
+            try:
+                return await read(path)
+            except MetaUnavailable as err:
+                log.info("metastore unavailable, retrying a read: %s", err)
+            await asyncio.sleep(0.5)
+            self._holds_lease(job, f"reading {path}")
 
     async def _invoke(self, job: Job, act: str, spec: dict[str, Any]) -> dict[str, Any]:
         while True:

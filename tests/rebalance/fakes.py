@@ -9,13 +9,14 @@ from ember.metastore.client import MetaUnavailable
 
 
 class FakeMeta:
-    """What `PrimaryAgent` asks of `MetaClient`: get, and invoke with
-    mod-revision guards and puts."""
+    """What `PrimaryAgent` asks of `MetaClient`: get, range, and invoke
+    with mod-revision guards, puts and deletes."""
 
     def __init__(self) -> None:
         self.revision = 0
         self.kv: dict[str, tuple[Any, int]] = {}  # key -> (value, mod revision)
         self.down = False
+        self.down_for = 0  # the next this many reads fail, as a partition would
         self.invokes = 0
 
     def put(self, key: str, value: Any, revision: int | None = None) -> int:
@@ -24,9 +25,13 @@ class FakeMeta:
         self.kv[key] = (value, self.revision)
         return self.revision
 
+    def _reachable(self) -> None:
+        if self.down or self.down_for > 0:
+            self.down_for = max(0, self.down_for - 1)
+            raise MetaUnavailable("metastore get failed: TimeoutError()", "not-applied")
+
     async def get(self, key: str) -> dict[str, Any]:
-        if self.down:
-            raise MetaUnavailable("no leader", "not-applied")
+        self._reachable()
         value, mod = self.kv.get(key, (None, 0))
         return {"value": value, "mod_revision": mod, "revision": self.revision}
 
@@ -39,5 +44,14 @@ class FakeMeta:
             return {"succeeded": False, "revision": self.revision}
         self.revision += 1
         for op in spec["then"]:
-            self.kv[op["key"]] = (op["value"], self.revision)
+            if op.get("op") == "delete":
+                self.kv.pop(op["key"], None)
+            else:
+                self.kv[op["key"]] = (op["value"], self.revision)
         return {"succeeded": True, "revision": self.revision}
+
+    async def range(self, prefix: str) -> dict[str, Any]:
+        self._reachable()
+        kvs = [{"key": k, "value": v, "mod_revision": mod}
+               for k, (v, mod) in sorted(self.kv.items()) if k.startswith(prefix)]  # fmt: skip
+        return {"kvs": kvs, "revision": self.revision}
