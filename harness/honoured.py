@@ -144,7 +144,7 @@ def _settings(plan: Plan) -> str | None:
 def _node_names(plan: Plan) -> str | None:
     """A setting naming nodes (`bootstrap`; ember's `meta_nodes`, or "auto")
     that names no node of the plan, or is not a list of names."""
-    from harness.db import DBError, node_names
+    from harness.process_db import DBError, node_names
 
     for key in ("bootstrap", "meta_nodes"):
         value = plan.db_settings.get(key)

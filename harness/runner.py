@@ -62,11 +62,12 @@ from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
 from harness.clock_offsets import OffsetRecorder, local_boot_id
 from harness.control import Control, ControlError
-from harness.db import CONTROL_PLANE_WORKLOADS, DB, DBError, Gone
+from harness.db import CONTROL_PLANE_WORKLOADS, DB
 from harness.dbs import PhaseSource, System, first_line, register_keys
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
 from harness.interpreter import Interpreter
+from harness.process_db import DBError, Gone
 from harness.progress import RunStatus
 from harness.runlog import FILE_NAME as HARNESS_LOG
 from harness.runlog import harness_log

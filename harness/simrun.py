@@ -47,9 +47,9 @@ from ember.sim.omniscient import Omniscient
 from ember.sim.world import NodeLogRouter, World, seeded
 from harness import plan as plans
 from harness.backends.base import NodeHandle, SshTarget
-from harness.db import DBError
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
+from harness.process_db import DBError
 from harness.progress import RunStatus
 from harness.runlog import FILE_NAME as HARNESS_LOG
 from harness.runner import HEALTHY_TIMEOUT_S, RunError, _drive, _failpoints, _Parts

@@ -57,9 +57,10 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import DB, DBError, ProcessDB
+from harness.db import DB
 from harness.interpreter import Reply
 from harness.nodehttp import http_json
+from harness.process_db import DBError, ProcessDB
 from nemesis import maintenance, process
 from nemesis import partition as part
 from nemesis.clock import clock_fault

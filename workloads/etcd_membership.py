@@ -30,10 +30,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from harness.control import Control
-from harness.db import DBError
 from harness.dbs.etcd import GROUP, EtcdDB
 from harness.dbs.etcd_client import EtcdClient
 from harness.interpreter import Reply
+from harness.process_db import DBError
 from workloads.generator import Completion, Context, Event, Generator, Op, Result
 
 MIN_VOTERS = 3

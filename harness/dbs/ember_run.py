@@ -32,9 +32,10 @@ from typing import Any
 
 from harness import plan as plans
 from harness.control import Control
-from harness.db import DBError, EmberDB, node_names
+from harness.db import EmberDB
 from harness.dbs import PhaseSource, System, Workers, first_line, register_keys
 from harness.interpreter import Reply, Worker
+from harness.process_db import DBError, node_names
 from workloads import meta_traffic
 from workloads.generator import Generator, Op, Stagger, TimeLimit
 from workloads.register import final_reads as register_final_reads

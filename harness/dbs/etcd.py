@@ -35,9 +35,17 @@ from typing import Any
 
 from harness.backends.base import NodeHandle
 from harness.control import Control, ControlError
-from harness.db import NODE_LOGS, DBError, ExitWatch, Gone, ProcessDB, bootstrap_names, empty_dir
 from harness.dbs.etcd_client import REVISION_OFFSET, b64, model_revision
 from harness.nodehttp import http_json
+from harness.process_db import (
+    NODE_LOGS,
+    DBError,
+    ExitWatch,
+    Gone,
+    ProcessDB,
+    bootstrap_names,
+    empty_dir,
+)
 from harness.store import RunDir
 from harness.version import VERSION_LABELS
 from nemesis import process

@@ -27,17 +27,9 @@ import aiohttp
 from ember.server import _parser, build_config
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
-from harness.db import (
-    ADMIN_CALL_S,
-    REPORT_APPLIED,
-    DBError,
-    EmberDB,
-    Gone,
-    in_flight,
-    not_healthy,
-    zone_refused,
-)
+from harness.db import ADMIN_CALL_S, REPORT_APPLIED, EmberDB, in_flight, not_healthy, zone_refused
 from harness.nodehttp import NOT_JSON, Answer, decoded, no_answer, refused
+from harness.process_db import DBError, Gone
 from harness.store import RunDir
 from nemesis.fault import Fault
 

@@ -32,8 +32,8 @@ from ember.audit import AuditLog
 from ember.sim.procs import Proc, current_proc
 from ember.sim.world import World
 from harness.backends.base import NodeHandle
-from harness.db import DBError
 from harness.interpreter import Reply
+from harness.process_db import DBError
 from harness.sim.db import SimEmberDB
 from nemesis import partition as part
 from nemesis.fault import Fault

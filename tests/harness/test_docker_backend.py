@@ -10,8 +10,9 @@ import pytest
 from harness.backends.docker import LABEL, DockerBackend, cleanup
 from harness.backends.ssh import SshBackend
 from harness.control import Control, UnreachableError
-from harness.db import EmberDB, empty_dir
+from harness.db import EmberDB
 from harness.images import ImageBuildError, base_tag, build_image, docker_build, snapshot_source
+from harness.process_db import empty_dir
 from tests.harness.cluster_fixtures import SharedCluster
 
 # The first test to ask for the cluster builds the image: minutes when cold.

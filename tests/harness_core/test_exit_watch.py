@@ -13,8 +13,9 @@ import pytest
 from harness import db as db_module
 from harness.backends.base import NodeHandle, SshTarget
 from harness.control import CommandResult, ControlError
-from harness.db import EXIT_CHECK_S, DBError, EmberDB
+from harness.db import EmberDB
 from harness.dbs.etcd import EtcdDB
+from harness.process_db import EXIT_CHECK_S, DBError
 
 NODES = [NodeHandle(name=f"n{i}", ip=f"10.0.0.{i}", ssh=SshTarget(host=f"10.0.0.{i}"))
          for i in (1, 2, 3)]  # fmt: skip

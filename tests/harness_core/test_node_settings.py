@@ -14,11 +14,12 @@ import tomllib
 import pytest
 
 from harness.backends.base import NodeHandle, SshTarget
-from harness.db import DBError, EmberDB, bootstrap_names, node_names
+from harness.db import EmberDB
 from harness.dbs.ember_run import _meta_nodes
 from harness.dbs.etcd import EtcdDB
 from harness.honoured import refusal
 from harness.plan import Plan
+from harness.process_db import DBError, bootstrap_names, node_names
 
 NAMES = ("n1", "n2", "n3", "n4", "n5")
 NODES = [NodeHandle(name=n, ip=f"10.0.0.{i}", ssh=SshTarget(host=f"10.0.0.{i}"))

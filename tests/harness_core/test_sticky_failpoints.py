@@ -14,7 +14,8 @@ from ember.runtime import ConfigError
 from ember.server import _parser, build_config
 from harness.backends.base import NodeHandle, SshTarget
 from harness.control import ControlError
-from harness.db import DBError, EmberDB
+from harness.db import EmberDB
+from harness.process_db import DBError
 
 NODES = [NodeHandle(name=f"n{i}", ip=f"10.0.0.{i}", ssh=SshTarget(host=f"10.0.0.{i}"))
          for i in (1, 2, 3)]  # fmt: skip

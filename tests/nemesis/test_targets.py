@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from harness.control import CommandResult
-from harness.db import ProcessDB
+from harness.process_db import ProcessDB
 from nemesis.process import ProcessSpec
 from nemesis.schedule import NemesisWorker
 from nemesis.targets import (

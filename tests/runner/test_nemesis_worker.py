@@ -8,7 +8,7 @@ from typing import Any
 
 from harness.backends.base import NodeHandle, SshTarget
 from harness.control import CommandResult
-from harness.db import DBError
+from harness.process_db import DBError
 from nemesis.fault import Fault
 from nemesis.schedule import NemesisWorker
 from workloads.generator import Op
