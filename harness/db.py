@@ -179,6 +179,15 @@ class EmberDB(ProcessDB):
         """Whether the nodes run the metastore, zones and placement driver."""
         return bool(self.settings.get("meta_nodes"))
 
+    def meta_voters(self) -> list[str]:
+        """The metastore's voters, named once for ember-node's config and the
+        harness's clients: the `meta_nodes` setting, or for "auto" the first
+        three bootstrap nodes in name order (ember-node's own reading of it)."""
+        raw = self.settings.get("meta_nodes") or "auto"
+        if raw == "auto":
+            return sorted(self._bootstrap)[:3]
+        return node_names(raw, "meta_nodes", [n.name for n in self.nodes])
+
     def configure(self, workloads: Sequence[str]) -> None:
         """Before `install`: turn the control plane on if a workload needs it,
         with enough partitions for the zone and for change-peers (see the
@@ -237,10 +246,8 @@ class EmberDB(ProcessDB):
             if key not in ("bootstrap", "ember_bin", "partitions", "zone_partitions",
                            "clock_faults", *VERSION_LABELS):  # fmt: skip
                 lines[key] = value
-        meta = lines.get("meta_nodes")
-        if meta and meta != "auto":  # ember-node reads "n1,n2,n3", as bootstrap
-            names = node_names(meta, "meta_nodes", [n.name for n in self.nodes])
-            lines["meta_nodes"] = ",".join(names)
+        if self.control_plane and lines["meta_nodes"] != "auto":
+            lines["meta_nodes"] = ",".join(self.meta_voters())  # ember-node reads "n1,n2,n3"
         if self.settings.get("clock_faults"):  # nemesis.clock
             lines["clock_offset_file"] = CLOCK_OFFSET_FILE
         if self.sticky.get(node.name):

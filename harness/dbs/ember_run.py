@@ -35,7 +35,7 @@ from harness.control import Control
 from harness.db import EmberDB
 from harness.dbs import PhaseSource, System, Workers, first_line, register_keys
 from harness.interpreter import Reply, Worker
-from harness.process_db import DBError, node_names
+from harness.process_db import DBError
 from workloads import meta_traffic
 from workloads.generator import Generator, Op, Stagger, TimeLimit
 from workloads.register import final_reads as register_final_reads
@@ -132,7 +132,7 @@ def workers(
         for t in threads:
             clients.append(EmberClient(url_list, partitions=db.partitions))
             workers[t] = EmberMetaWorker(clients[-1], node_of, sessions(t))
-        meta_urls = [urls[m] for m in _meta_nodes(db)]
+        meta_urls = [urls[m] for m in db.meta_voters()]
         watcher = EmberWatchWorker(meta_urls, node_of, plan.rng("watch-nodes"))
         clients.append(watcher)
         kinds["watch"] = [n + 3 + META_THREADS]
@@ -157,13 +157,6 @@ def _meta_sessions(plan: plans.Plan) -> Callable[[int], str | None]:
         return lambda _thread: None
     run = plan.rng("meta-sessions").getrandbits(32)
     return lambda thread: f"faultline-{run:08x}-t{thread}"
-
-
-def _meta_nodes(db: EmberDB) -> list[str]:
-    """The metastore's voters ("auto": the first three bootstrap nodes in name order,
-    as ember-node picks them)."""
-    raw = db.settings.get("meta_nodes") or "auto"
-    return sorted(db.bootstrap())[:3] if raw == "auto" else node_names(raw, "meta_nodes", [])
 
 
 def change_generator(plan: plans.Plan, db: EmberDB) -> Generator:

@@ -15,7 +15,6 @@ import pytest
 
 from harness.backends.base import NodeHandle, SshTarget
 from harness.db import EmberDB
-from harness.dbs.ember_run import _meta_nodes
 from harness.dbs.etcd import EtcdDB
 from harness.honoured import refusal
 from harness.plan import Plan
@@ -83,8 +82,8 @@ def test_auto_metastore_voters_are_picked_as_ember_node_picks_them() -> None:
     """ember-node sorts the bootstrap nodes and takes the first three; the
     harness must talk to the same three."""
     db = EmberDB(NODES, {"bootstrap": "n5,n4,n1,n2", "meta_nodes": "auto"}, 1)
-    assert _meta_nodes(db) == ["n1", "n2", "n4"]
-    assert _meta_nodes(EmberDB(NODES, {"meta_nodes": "n3, n5"}, 1)) == ["n3", "n5"]
+    assert db.meta_voters() == ["n1", "n2", "n4"]
+    assert EmberDB(NODES, {"meta_nodes": "n3, n5"}, 1).meta_voters() == ["n3", "n5"]
 
 
 @pytest.mark.parametrize("label", ["version", "ember_version", "git_rev"])
