@@ -16,6 +16,8 @@ from typing import Any
 
 import msgspec
 
+from harness.plan_options import OptionError, check_options
+
 BACKENDS = ("docker", "ssh", "sim")
 
 
@@ -74,8 +76,6 @@ def validate(plan: Plan) -> Plan:
         raise PlanError(f"time limit must be positive, got {plan.time_limit_s}")
     if plan.seed < 0:
         raise PlanError(f"seed must be a non-negative integer, got {plan.seed}")
-    from harness.plan_options import OptionError, check_options
-
     try:
         check_options(plan.options)
     except OptionError as err:
