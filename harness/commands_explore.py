@@ -49,6 +49,9 @@ from harness.store import DEFAULT_ROOT
 from nemesis.journal import owner, owner_state
 
 COVERAGE_FILE = Path("explore") / "coverage.json"
+# Off a terminal (a nightly's log, nohup) the live table cannot redraw, so a
+# plain tally line is printed this often instead of nothing until the end.
+PLAIN_EVERY_S = 30.0
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
@@ -160,6 +163,16 @@ class _Tally:
         self.verdicts[_verdict(s)] += 1
         self.coverage.add(s.cells)
 
+    def line(self) -> str:
+        """The table's figures as one plain line, for logs."""
+        wall = max(time.monotonic() - self.started, 1e-9)
+        return (
+            f"explore: {wall:.0f} s, {self.runs} runs ({self.runs / wall:.2f}/s, "
+            f"{self.sim_s / wall:.1f} simulated s/s): {self.verdicts['valid']} valid, "
+            f"{self.verdicts['invalid']} invalid, {self.verdicts['unknown']} unknown; "
+            f"coverage {self.reached()} reachable cells"
+        )
+
     def render(self) -> Table:
         wall = max(time.monotonic() - self.started, 1e-9)
         t = Table(show_header=True, header_style="bold", box=None)
@@ -219,20 +232,22 @@ def _explore_cmd(args: argparse.Namespace) -> int:
 
     scratch = _scratch_root()
     pool = _pool(workers, scratch)
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    before = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         live = (
             None
-            if args.no_progress
+            if args.no_progress or not console.is_terminal
             else Live(tally.render(), console=console, refresh_per_second=2)
         )
+        plain = not args.no_progress and live is None
+        last_line = time.monotonic()
         with live or contextlib.nullcontext():
             while not stop:
                 while len(running) < workers and budget_left():
                     submit(pool)
                 if not running:
                     break
-                done, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                done, _ = wait(list(running), PLAIN_EVERY_S, return_when=FIRST_COMPLETED)
                 for fut in sorted(done, key=lambda f: running[f]):  # seed order
                     del running[fut]
                     summary = fut.result()
@@ -243,6 +258,9 @@ def _explore_cmd(args: argparse.Namespace) -> int:
                         stop = stop or not args.keep_going
                 if live is not None:
                     live.update(tally.render())
+                elif plain and time.monotonic() - last_line >= PLAIN_EVERY_S:
+                    print(tally.line(), flush=True)
+                    last_line = time.monotonic()
     except KeyboardInterrupt:
         print("explore: interrupted; runs in flight are dropped")
         _stop_workers(pool)
@@ -250,6 +268,7 @@ def _explore_cmd(args: argparse.Namespace) -> int:
         for fut in running:
             fut.cancel()
         pool.shutdown(wait=True, cancel_futures=True)
+        signal.signal(signal.SIGTERM, before)  # a caller in-process keeps its own
         shutil.rmtree(scratch, ignore_errors=True)
         cov_path.parent.mkdir(parents=True, exist_ok=True)
         cov_path.write_bytes(coverage.dump())
@@ -323,7 +342,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     workers_scratch = _scratch_root()
     pool = _pool(args.workers or os.cpu_count() or 1, workers_scratch)
     scratch = workers_scratch / "candidates"  # the failing candidates' run dirs
-    signal.signal(signal.SIGTERM, _raise_interrupt)
+    before = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         shrinker = Shrinker(plan, target, pool, scratch, start, on_run, on_step, args.max_runs,
                             onset_s=onset_of(run_dir, target))  # fmt: skip
@@ -343,6 +362,7 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+        signal.signal(signal.SIGTERM, before)
         shutil.rmtree(workers_scratch, ignore_errors=True)
     kept = emitted_numbers(small, len(final.fault_kinds))
     print(
