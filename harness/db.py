@@ -124,6 +124,9 @@ class DB(Protocol):
 
 # Workloads that need ember's control plane (metastore, zones, placement driver).
 CONTROL_PLANE_WORKLOADS = frozenset({"rebalance", "cancel-race", "metastore"})
+# Workloads that drive the zone `default`, which `setup` creates only for them:
+# without one there are no zone partitions, so no primary replicas.
+ZONE_WORKLOADS = frozenset({"rebalance", "cancel-race"})
 # With the control plane on, nodes run ZONE_PARTITIONS + FREE_PARTITIONS groups:
 # the zone `default` covers part-0 .. part-3 (the rebalance workload moves its
 # partition count between 2 and 4), and change-peers moves only part-4 and
@@ -174,6 +177,19 @@ class EmberDB(ProcessDB):
             log_path=self.log_path,
         )
 
+    @staticmethod
+    def roles_in(workloads: Sequence[str], settings: Mapping[str, Any]) -> tuple[str, ...]:
+        """The role targets (`nemesis.targets.ROLE_TARGETS`) a run of these
+        workloads and settings has: a metastore leader and a placement driver
+        only with the control plane on (a workload that needs it, or the
+        `meta_nodes` setting), primaries only with a zone as well."""
+        roles = ["group-leader"]
+        if CONTROL_PLANE_WORKLOADS & set(workloads) or settings.get("meta_nodes"):
+            roles += ["meta-leader", "placement-driver"]
+            if ZONE_WORKLOADS & set(workloads):
+                roles.append("primary")
+        return tuple(roles)
+
     @property
     def control_plane(self) -> bool:
         """Whether the nodes run the metastore, zones and placement driver."""
@@ -199,7 +215,7 @@ class EmberDB(ProcessDB):
 
     def zone_request(self, workloads: Sequence[str]) -> dict[str, Any] | None:
         """The body of POST /admin/zones/default when a workload drives the zone, else None."""
-        if not self.control_plane or not {"rebalance", "cancel-race"} & set(workloads):
+        if not self.control_plane or not ZONE_WORKLOADS & set(workloads):
             return None
         parts = int(self.settings.get("zone_partitions", min(ZONE_PARTITIONS, self.partitions)))
         return {"replicas": 3, "partitions": parts, "scale_down_s": 2.0}

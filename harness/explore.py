@@ -96,7 +96,7 @@ class Space:
         from harness.runner import clocks_movable
 
         system = SYSTEMS.get(base.db)
-        roles = system.roles if system is not None else ROLE_TARGETS
+        roles = system.plan_roles(base) if system is not None else ROLE_TARGETS
         opts = base.options
         maintenance = getattr(system and system.make_db, "maintenance", ())
         if swarmed:
@@ -160,10 +160,12 @@ def draw_swarm(
     space = space or Space.of(base)
     extra = [w for w in base.workload if w != traffic]
     workload = _with_control_plane(base, (traffic, *(w for w in extra if rng.random() < 0.5)))
+    kinds, phases = _subset(rng, space.kinds), _subset(rng, space.phases)
+    workload, targets = _with_roles(base, workload, _subset(rng, space.targets))
     return Swarm(
-        kinds=_subset(rng, space.kinds),
-        phases=_subset(rng, space.phases),
-        targets=_subset(rng, space.targets),
+        kinds=kinds,
+        phases=phases,
+        targets=targets,
         workload=workload,
         # Drawn last, so the other features of a seed's draws stay as they were.
         learners=rng.random() < 0.5,
@@ -190,6 +192,35 @@ def _with_control_plane(base: plans.Plan, workload: tuple[str, ...]) -> tuple[st
     if added is None:  # the base itself is refused, with the runner's message
         return workload
     return (workload[0], *(w for w in base.workload if w in workload[1:] or w == added))
+
+
+def _with_roles(
+    base: plans.Plan, workload: tuple[str, ...], targets: tuple[str, ...]
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(workload, targets) with the role targets the drawn workloads leave no
+    holder of taken out (a draw without rebalance or cancel-race has no zone,
+    so no primary): aimed at them, every kill or pause would come back not
+    applied, and the steering would count cells the seed cannot hit. When
+    none would be left, the first of the base plan's other workloads that
+    brings one back is added instead, as `_with_control_plane` adds a
+    metastore. No random draw is spent."""
+    from harness.dbs.registry import SYSTEMS
+
+    system = SYSTEMS.get(base.db)
+    if system is None:
+        return workload, targets
+
+    def aimable(draw: tuple[str, ...]) -> tuple[str, ...]:
+        have = system.plan_roles(msgspec.structs.replace(base, workload=draw))
+        return tuple(t for t in targets if t in have or t not in ROLE_TARGETS)
+
+    if aimable(workload):
+        return workload, aimable(workload)
+    for added in (w for w in base.workload if w not in workload):
+        draw = (workload[0], *(w for w in base.workload if w in workload[1:] or w == added))
+        if aimable(draw):
+            return draw, aimable(draw)
+    return workload, targets  # the base itself has no holder: the runner says so
 
 
 def _knobs(rng: random.Random) -> tuple[tuple[str, int], ...]:

@@ -178,7 +178,7 @@ def _generators(
             phases=plan.options.get("nemesis_phases"),
             only=plan.options.get("nemesis_kinds"), keep=plan.options.get("nemesis_keep"),
             targets=plan.options.get("nemesis_targets"),
-            groupings=plan.options.get("nemesis_groupings"), roles=system.roles,
+            groupings=plan.options.get("nemesis_groupings"), roles=system.plan_roles(plan),
             clocks=clocks_movable(plan), maintenance=getattr(db, "maintenance", ()),
             mix_maintenance=system.maintenance_in_mix,
         )  # fmt: skip
@@ -436,8 +436,8 @@ def nemesis_fit(plan: plans.Plan) -> list[str]:
         if why:
             raise plans.PlanError(why)
     try:
-        note = fit_targets(plan.nemesis, plan.options.get("nemesis_targets"), system.roles,
-                           plan.db)  # fmt: skip
+        note = fit_targets(plan.nemesis, plan.options.get("nemesis_targets"),
+                           system.plan_roles(plan), system.roles_named(plan))  # fmt: skip
     except ValueError as exc:
         raise plans.PlanError(str(exc)) from None
     notes = [note] if note else []

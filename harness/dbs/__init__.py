@@ -80,6 +80,10 @@ class System(Generic[D]):
     # The roles a kill, pause or isolating partition can aim at
     # (`nemesis.targets.ROLE_TARGETS`): a db without some has fewer.
     roles: tuple[str, ...] = ("group-leader", "meta-leader", "placement-driver", "primary")
+    # (workloads, db settings) -> the roles a run of them has, where a plan's
+    # workloads decide (ember: no metastore leader or placement driver without
+    # the control plane, no primary without a zone); None: always `roles`.
+    roles_in: Callable[[Sequence[str], Mapping[str, Any]], tuple[str, ...]] | None = None
     # The metastore traffic kinds it can send (workloads.meta_traffic.KINDS), and
     # those a plan that names none sends.
     meta_traffic: tuple[str, ...] = ()
@@ -102,6 +106,22 @@ class System(Generic[D]):
         from workloads import meta_traffic
 
         return meta_traffic.parse(plan.options.get("meta_traffic"), self.default_meta_traffic)
+
+    def plan_roles(self, plan: Plan) -> tuple[str, ...]:
+        """The roles a run of `plan` can aim kills, pauses and isolating
+        partitions at: aimed at a role the run cannot have, a fault would
+        only ever come back not applied."""
+        if self.roles_in is None:
+            return self.roles
+        have = self.roles_in(plan.workload, plan.db_settings)
+        return tuple(r for r in self.roles if r in have)
+
+    def roles_named(self, plan: Plan) -> str:
+        """`plan.db`, or where its workloads leave roles out, the db with them
+        (for the messages of `nemesis.generator.fit_targets`)."""
+        if self.plan_roles(plan) == self.roles:
+            return plan.db
+        return f"{plan.db} running {'+'.join(plan.workload)}"
 
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""

@@ -252,6 +252,7 @@ SYSTEM: System[EmberDB] = System(
     final_reads=_final_reads,
     closing=_closing,
     version=version,
+    roles_in=EmberDB.roles_in,
     # change-stage / change-done and the assignment keys (nemesis/phase.py);
     # a rebalance or cancel race changes peers too.
     meta_traffic=meta_traffic.EMBER_KINDS,

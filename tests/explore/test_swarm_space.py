@@ -153,7 +153,7 @@ def test_a_plain_run_s_space_is_the_schedule_the_runner_builds(
     gen = NemesisSchedule(
         random.Random(1), list(plan.nemesis), phases=plan.options.get("nemesis_phases"),
         only=plan.options.get("nemesis_kinds"), targets=plan.options.get("nemesis_targets"),
-        groupings=plan.options.get("nemesis_groupings"), roles=system.roles,
+        groupings=plan.options.get("nemesis_groupings"), roles=system.plan_roles(plan),
         clocks=clocks_movable(plan), maintenance=getattr(system.make_db, "maintenance", ()),
         mix_maintenance=system.maintenance_in_mix,
     )  # fmt: skip
@@ -206,3 +206,31 @@ def test_a_compact_kill_explore_keeps_a_metastore_in_every_draw() -> None:
         ]
         repaired += plan.workload != drawn
     assert repaired >= 3
+
+
+def test_a_draw_aims_only_at_roles_its_workloads_start() -> None:
+    """A seed whose draw leaves out rebalance and cancel-race has no zone,
+    so no primary: its targets drop `primary` (aimed at it, a kill came back
+    not applied, and the steering counted cells it could not hit). A base
+    that aims at primaries only keeps a zone workload in every draw instead."""
+    from harness.dbs.registry import SYSTEMS
+    from harness.runner import nemesis_fit
+
+    full = ("register", "change-peers", "rebalance", "cancel-race", "metastore")
+    base = msgspec.structs.replace(_base(), workload=full)
+    zoneless = 0
+    for seed in range(60):
+        plan = _explored(base, seed)
+        roles = SYSTEMS["ember"].plan_roles(plan)
+        targets = plan.options["nemesis_targets"]
+        assert targets, seed
+        assert all(t in roles or t not in ROLE_TARGETS for t in targets), (seed, plan)
+        zoneless += "primary" not in roles
+        assert not [n for n in nemesis_fit(plan) if "dropped" in n]
+    assert zoneless >= 5
+    primaries = msgspec.structs.replace(_base(nemesis_targets=["primary"]), workload=full)
+    for seed in range(30):
+        plan = _explored(primaries, seed)
+        assert {"rebalance", "cancel-race"} & set(plan.workload), (seed, plan.workload)
+        assert plan.options["nemesis_targets"] == ["primary"]
+        nemesis_fit(plan)  # not refused
