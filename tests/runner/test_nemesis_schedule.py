@@ -346,3 +346,23 @@ def test_a_plan_can_narrow_partitions_to_the_shapes_it_names() -> None:
     for bad, named in ((["majority"], "'majority'"), ([], "(none given)")):
         with pytest.raises(ValueError, match=rf"unknown partition grouping {re.escape(named)}"):
             NemesisSchedule(random.Random(1), ["partition"], groupings=bad)
+
+
+def test_phase_mode_waits_for_another_window_when_one_stays_shut() -> None:
+    """Phase mode has no timer faults; a wanted window that never opens (here
+    pending-open: stable always switches 50 ms after pending, inside the
+    arming delay) is given up for another when a timer fault would have been
+    due, rather than ending the run's faults. Joint comes every 2 s."""
+    triggers: dict[int, dict] = {}
+    for t in range(1, 60):
+        triggers[t * S] = PENDING_OBS
+        triggers[t * S + S // 20] = SWITCHED
+        if t % 2 == 0:
+            triggers[t * S + S // 2] = {"group": "part-2", "stage": "joint", "joining": ["n4"]}
+    for seed in range(8):
+        gen = NemesisSchedule(random.Random(seed), ["kill"], mode="phase",
+                              phases=["pending-open", "joint"], gap_s=2, end_s=60)  # fmt: skip
+        faults = [o for o in _play(gen, 60, triggers) if o.f == "kill"]
+        assert len(faults) >= 5, (seed, len(faults))
+        assert {o.value["trigger"]["stage"] for o in faults} == {"joint"}
+        assert faults[-1].time_ns >= 40 * S  # still firing late in the run
