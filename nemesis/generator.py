@@ -19,7 +19,8 @@ The phases (`nemesis.phase`): the change-peers stages `catching-up`,
 `joint`, `stable`, `done` (the stable entry committed); a rebalance's
 `pending` (its pending assignment written); and `pending-open`, the window
 after pending is written but before stable switches: on a pending
-observation the schedule arms a fault a seeded 0.1-1 s later, and fires it
+observation the schedule arms a fault a seeded 10-90% of the median of the
+last 16 such windows later (0.1-1 s before it has seen one), and fires it
 then only if no `switched` observation (the done invoke) came for that
 group meanwhile. Its trigger's `wall` is when the armed delay ran out (the
 pending's wall plus `armed_s`), so `reaction_ms` is the lag after the
@@ -97,6 +98,8 @@ a fault must land inside the window, not after it.
 from __future__ import annotations
 
 import random
+import statistics
+from collections import deque
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,7 +144,9 @@ MODES = ("periodic", "phase", "both")
 STALE_NS = NS_PER_S // 2
 MIX_DURATION_S = (1.0, 4.0)
 MIN_CYCLE_S = 2.0  # mix: at most one fault per this many seconds of the run
-PENDING_OPEN_DELAY_S = (0.1, 1.0)
+PENDING_OPEN_DELAY_S = (0.1, 1.0)  # pending-open's arming delay before any window was seen
+PENDING_OPEN_SHARE = (0.1, 0.9)  # ... and after: this share of the recent windows' median
+WINDOWS_KEPT = 16
 DROP_PROBABILITY = (0.1, 0.8)  # drop-replies: the share of success answers lost
 
 
@@ -335,6 +340,8 @@ class NemesisSchedule(Generator):
         self.wanted = self.phase_rng.choice(self.phases) if self.phases else None
         self.trigger: Observation | None = None
         self.open_pending: set[str] = set()  # groups with pending written, stable not switched
+        self.pending_since: dict[str, int] = {}  # ... and when it was written
+        self.windows: deque[int] = deque(maxlen=WINDOWS_KEPT)  # recent pending-to-switch, ns
         self.armed: tuple[int, Observation] | None = None  # a pending-open fault: (due, pending)
 
     def _gap(self) -> int:
@@ -484,19 +491,34 @@ class NemesisSchedule(Generator):
             self.active = None
             self.next_ns = event.time_ns + self._gap()
 
+    def _arming_delay(self, r: float) -> float:
+        """pending-open's delay after pending, for the draw `r` in [0, 1): a
+        share of how long this cluster's recent windows stayed open, so the
+        fault lands inside one whether a rebalance takes seconds (Docker) or
+        a tenth of one (the simulator, where 0.1-1 s missed every window)."""
+        if not self.windows:
+            low, high = PENDING_OPEN_DELAY_S
+            return low + r * (high - low)
+        low, high = PENDING_OPEN_SHARE
+        typical = statistics.median(self.windows) / NS_PER_S
+        return min(PENDING_OPEN_DELAY_S[1], typical * (low + r * (high - low)))
+
     def _observe(self, event: Observation) -> None:
         if event.kind != "phase":
             return
         stage, group = event.data.get("stage"), str(event.data.get("group"))
         if stage == "pending":
             self.open_pending.add(group)
+            self.pending_since.setdefault(group, event.time_ns)
         elif stage == "switched":
             self.open_pending.discard(group)
+            since = self.pending_since.pop(group, None)
+            if since is not None:
+                self.windows.append(event.time_ns - since)
         if self.active is not None or self.in_flight:
             return
         if stage == "pending" and self.wanted == "pending-open" and self.armed is None:
-            low, high = PENDING_OPEN_DELAY_S
-            delay = low + self.phase_rng.random() * (high - low)
+            delay = self._arming_delay(self.phase_rng.random())
             self.armed = (event.time_ns + int(delay * NS_PER_S), event)
         if stage == self.wanted:
             self.trigger = event
