@@ -240,6 +240,9 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         p.status.stage = "running"
         main_phase = _generators(p.plan, p.system, p.db, admin, nemesis)
         await interp.run(main_phase)
+        schedule = main_phase.get("nemesis")
+        if isinstance(schedule, NemesisSchedule) and schedule.idle():
+            notes.append(schedule.idle())
         if nemesis:
             p.status.stage = "healing"
             await interp.run({"nemesis": Once(Op(f="heal-all"))})

@@ -344,6 +344,18 @@ class NemesisSchedule(Generator):
         self.windows: deque[int] = deque(maxlen=WINDOWS_KEPT)  # recent pending-to-switch, ns
         self.armed: tuple[int, Observation] | None = None  # a pending-open fault: (due, pending)
 
+    def idle(self) -> str:
+        """Why the schedule started no fault, once it is done ("" when it
+        started one): a run without faults says so rather than pass quietly."""
+        if self.faults - self.skipped > 0 or not self.kinds:
+            return ""
+        if self.faults:
+            return f"nemesis: no fault started ({self.skipped} drawn, none of them kept)"
+        if self.mode == "phase":
+            return (f"nemesis: no fault started: no window of the phases it waits for "
+                    f"({', '.join(self.phases)}) opened")  # fmt: skip
+        return "nemesis: no fault started before the main phase ended"
+
     def _gap(self) -> int:
         return int(self.timing.random() * 2 * self.gap_ns)
 

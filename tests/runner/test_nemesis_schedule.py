@@ -6,6 +6,7 @@ import json
 import random
 import re
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -380,3 +381,36 @@ def test_pending_open_aims_inside_windows_as_short_as_the_cluster_s() -> None:
         armed = fault.value["trigger"]["armed_s"]
         assert 0.01 <= armed <= 0.09, armed  # 10-90% of the 100 ms windows
         assert fault.time_ns % S < S // 10  # fired inside the window
+
+
+def test_a_schedule_that_started_no_fault_says_why() -> None:
+    """A run whose nemesis started nothing says so (the runner adds it to
+    the run's notes) instead of passing as a run under faults."""
+    waiting = NemesisSchedule(random.Random(1), ["kill"], mode="phase", phases=["joint"], end_s=10)
+    assert _play(waiting, 10) == []
+    assert waiting.idle() == (
+        "nemesis: no fault started: no window of the phases it waits for (joint) opened"
+    )
+    late = NemesisSchedule(random.Random(1), ["kill"], mode="periodic", gap_s=100, end_s=1)
+    assert _play(late, 1) == []
+    assert late.idle() == "nemesis: no fault started before the main phase ended"
+    none_kept = NemesisSchedule(random.Random(1), ["kill"], mode="periodic", gap_s=0.5,
+                                end_s=10, keep=[])  # fmt: skip
+    assert _play(none_kept, 10) == []
+    assert none_kept.idle().startswith("nemesis: no fault started (")
+    busy = NemesisSchedule(random.Random(1), ["kill"], mode="periodic", gap_s=0.5, end_s=10)
+    assert _play(busy, 10)
+    assert busy.idle() == ""
+
+
+def test_a_run_without_faults_says_so_in_its_notes(tmp_path: Path) -> None:
+    """The runner puts the schedule's word in the run's notes (results.json)."""
+    from harness import plan as plans
+    from harness.runner import run
+
+    plan = plans.Plan(backend="sim", seed=3, workload=("register",), nemesis=("kill",),
+                      time_limit_s=2.0, quiet_s=1.0,
+                      options={"nemesis_mode": "periodic", "nemesis_gap_s": 60.0})  # fmt: skip
+    outcome = run(plan, tmp_path / "store")
+    results = json.loads((outcome.run.path / "results.json").read_text())
+    assert "note: nemesis: no fault started before the main phase ended" in results["reasons"]
