@@ -389,7 +389,6 @@ class NemesisSchedule(Generator):
         pending, within pending-open's 0.1-1 s arming delay, so a full-mix
         phase run (seed 18) drew pending-open at 8.5 s and no fault after."""
         self.wanted = self.phase_rng.choice(self.phases) if self.phases else None
-        self.armed = None
         self.next_ns = now + self._gap()
 
     def _start(self, fault: Op, now: int) -> Result:
@@ -521,7 +520,9 @@ class NemesisSchedule(Generator):
         stage, group = event.data.get("stage"), str(event.data.get("group"))
         if stage == "pending":
             self.open_pending.add(group)
-            self.pending_since.setdefault(group, event.time_ns)
+            # The latest write: a pending rewritten (or written again after a
+            # cancel, which no observation marks) opens its window afresh.
+            self.pending_since[group] = event.time_ns
         elif stage == "switched":
             self.open_pending.discard(group)
             since = self.pending_since.pop(group, None)
