@@ -340,7 +340,9 @@ class NemesisSchedule(Generator):
         self.wanted = self.phase_rng.choice(self.phases) if self.phases else None
         self.trigger: Observation | None = None
         self.open_pending: set[str] = set()  # groups with pending written, stable not switched
-        self.pending_since: dict[str, int] = {}  # ... and when it was written
+        # ... and the revision and time of the write that opened the window
+        self.pending_since: dict[str, tuple[Any, int]] = {}
+        self.switched_at: dict[str, int] = {}  # group -> revision of its last stable switch
         self.windows: deque[int] = deque(maxlen=WINDOWS_KEPT)  # recent pending-to-switch, ns
         self.armed: tuple[int, Observation] | None = None  # a pending-open fault: (due, pending)
 
@@ -518,16 +520,28 @@ class NemesisSchedule(Generator):
         if event.kind != "phase":
             return
         stage, group = event.data.get("stage"), str(event.data.get("group"))
+        rev = event.data.get("revision")
+        if stage in ("pending", "switched") and isinstance(rev, int):
+            # Every metastore replica logs the write: a copy of one at or
+            # before the group's last switch (a slower node's tail) would
+            # reopen a closed window.
+            if rev <= self.switched_at.get(group, 0):
+                return
+            if stage == "switched":
+                self.switched_at[group] = rev
         if stage == "pending":
             self.open_pending.add(group)
-            # The latest write: a pending rewritten (or written again after a
-            # cancel, which no observation marks) opens its window afresh.
-            self.pending_since[group] = event.time_ns
+            # A window opens at the first copy of a pending write; a newer
+            # write (a pending rewritten, or written again after a cancel,
+            # which no observation marks) opens it afresh.
+            since = self.pending_since.get(group)
+            if since is None or since[0] != rev:
+                self.pending_since[group] = (rev, event.time_ns)
         elif stage == "switched":
             self.open_pending.discard(group)
-            since = self.pending_since.pop(group, None)
-            if since is not None:
-                self.windows.append(event.time_ns - since)
+            opened = self.pending_since.pop(group, None)
+            if opened is not None:
+                self.windows.append(event.time_ns - opened[1])
         if self.active is not None or self.in_flight:
             return
         if stage == "pending" and self.wanted == "pending-open" and self.armed is None:

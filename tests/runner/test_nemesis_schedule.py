@@ -24,6 +24,7 @@ from nemesis.targets import ROLE_TARGETS
 from workloads.generator import PENDING, Completion, Context, Observation, Op
 
 S = 1_000_000_000
+MS = 1_000_000
 CTX = ("nemesis",)
 
 
@@ -414,3 +415,22 @@ def test_a_run_without_faults_says_so_in_its_notes(tmp_path: Path) -> None:
     outcome = run(plan, tmp_path / "store")
     results = json.loads((outcome.run.path / "results.json").read_text())
     assert "note: nemesis: no fault started before the main phase ended" in results["reasons"]
+
+
+def test_copies_of_assignment_writes_from_every_metastore_replica_count_once() -> None:
+    """Each metastore replica logs `assignments-written`, so the watcher sees
+    every pending and switch three times, a slower node's copy sometimes
+    after the switch: the window is measured from the first copy of the
+    pending to the first of the switch, and a late copy does not reopen it."""
+    pend = {**PENDING_OBS, "revision": 5}
+    switch = {**SWITCHED, "revision": 6}
+    gen = NemesisSchedule(random.Random(7), ["kill"], mode="phase", phases=["pending"],
+                          end_s=20)  # fmt: skip
+    gen.active = Op(f="kill", value={})  # a fault is active: observations only, nothing fires
+    for at_ms, data in [(0, pend), (30, pend), (100, switch), (120, switch), (150, pend)]:
+        gen.update(_ctx(at_ms * MS), Observation(kind="phase", data=data, time_ns=at_ms * MS))
+    assert list(gen.windows) == [100 * MS]
+    assert "part-1" not in gen.open_pending
+    later = {**PENDING_OBS, "revision": 7}
+    gen.update(_ctx(S), Observation(kind="phase", data=later, time_ns=S))
+    assert "part-1" in gen.open_pending  # a new write opens a new window
