@@ -178,13 +178,19 @@ class EmberDB(ProcessDB):
         )
 
     @staticmethod
+    def runs_control_plane(workloads: Sequence[str], settings: Mapping[str, Any]) -> bool:
+        """Whether a run of these workloads and settings has the control plane
+        on: a workload that needs it (`configure` turns it on) or `meta_nodes`."""
+        return bool(CONTROL_PLANE_WORKLOADS & set(workloads) or settings.get("meta_nodes"))
+
+    @staticmethod
     def roles_in(workloads: Sequence[str], settings: Mapping[str, Any]) -> tuple[str, ...]:
         """The role targets (`nemesis.targets.ROLE_TARGETS`) a run of these
         workloads and settings has: a metastore leader and a placement driver
         only with the control plane on (a workload that needs it, or the
         `meta_nodes` setting), primaries only with a zone as well."""
         roles = ["group-leader"]
-        if CONTROL_PLANE_WORKLOADS & set(workloads) or settings.get("meta_nodes"):
+        if EmberDB.runs_control_plane(workloads, settings):
             roles += ["meta-leader", "placement-driver"]
             if ZONE_WORKLOADS & set(workloads):
                 roles.append("primary")

@@ -214,12 +214,13 @@ def _with_roles(
         have = system.plan_roles(msgspec.structs.replace(base, workload=draw))
         return tuple(t for t in targets if t in have or t not in ROLE_TARGETS)
 
-    if aimable(workload):
-        return workload, aimable(workload)
-    for added in (w for w in base.workload if w not in workload):
-        draw = (workload[0], *(w for w in base.workload if w in workload[1:] or w == added))
-        if aimable(draw):
-            return draw, aimable(draw)
+    draws = [workload] + [
+        (workload[0], *(w for w in base.workload if w in workload[1:] or w == added))
+        for added in base.workload if added not in workload
+    ]  # fmt: skip
+    for draw in draws:
+        if kept := aimable(draw):
+            return draw, kept
     return workload, targets  # the base itself has no holder: the runner says so
 
 

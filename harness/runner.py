@@ -62,7 +62,7 @@ from harness.backends.base import Backend, NodeHandle
 from harness.backends.lifecycle import managed_cluster
 from harness.clock_offsets import OffsetRecorder, local_boot_id
 from harness.control import Control, ControlError
-from harness.db import CONTROL_PLANE_WORKLOADS, DB
+from harness.db import CONTROL_PLANE_WORKLOADS, DB, EmberDB
 from harness.dbs import PhaseSource, System, first_line, register_keys
 from harness.dbs.registry import SYSTEMS
 from harness.history_writer import HistoryWriter
@@ -241,8 +241,8 @@ async def _drive(p: _Parts, writer: HistoryWriter) -> list[str]:
         main_phase = _generators(p.plan, p.system, p.db, admin, nemesis)
         await interp.run(main_phase)
         schedule = main_phase.get("nemesis")
-        if isinstance(schedule, NemesisSchedule) and schedule.idle():
-            notes.append(schedule.idle())
+        if isinstance(schedule, NemesisSchedule) and (idle := schedule.idle()):
+            notes.append(idle)
         if nemesis:
             p.status.stage = "healing"
             await interp.run({"nemesis": Once(Op(f="heal-all"))})
@@ -471,8 +471,7 @@ def compact_kill_refusal(plan: plans.Plan, system: System[Any]) -> str | None:
     has nothing to compact, or ember runs without its metastore."""
     if not getattr(system.make_db, "maintenance", ()):
         return f"--nemesis compact-kill: {plan.db} has no compaction to time a kill by"
-    if plan.db == "ember" and not (CONTROL_PLANE_WORKLOADS & set(plan.workload)
-                                   or plan.db_settings.get("meta_nodes")):  # fmt: skip
+    if plan.db == "ember" and not EmberDB.runs_control_plane(plan.workload, plan.db_settings):
         return (
             "--nemesis compact-kill on ember compacts its metastore, which runs only with "
             f"a {', '.join(sorted(CONTROL_PLANE_WORKLOADS))} workload or the meta_nodes "
