@@ -21,9 +21,10 @@ says how the node was found (`resolved`), which the history records.
 - `meta-leader`: the same for the metastore's group `meta`.
 - `placement-driver`: the holder of the unexpired `placement.driver` lease.
 - `primary`: the unexpired lease holder of the trigger's partition (group
-  `part-<p>`), else of a seeded choice among the partitions with a lease;
-  the same choice when the trigger's partition never had a lease (a group
-  outside every zone), so the fault still lands on a primary.
+  `part-<p>`), else of a seeded choice among the zone's partitions with an
+  unexpired lease; the same choice when the trigger's partition never had
+  a lease or the zone dropped it (a group outside the zone), so the fault
+  still lands on a primary.
 """
 
 from __future__ import annotations
@@ -103,8 +104,22 @@ def primary_from_placement(doc: Doc, partition: int, now: float) -> str:
 
 
 def leased_partitions(doc: Doc) -> list[int]:
-    """The partitions that have a primary lease, ascending."""
-    return sorted(int(p) for p in (doc.get("leases") or {}) if str(p).isdigit())
+    """The zone's partitions that have a primary lease, ascending (a partition
+    the zone dropped keeps its lapsed lease key, left out here)."""
+    count = doc.get("partitions")
+    leased = (int(p) for p in (doc.get("leases") or {}) if str(p).isdigit())
+    return sorted(p for p in leased if not isinstance(count, int) or p < count)
+
+
+def live_partitions(doc: Doc, now: float) -> list[int]:
+    """The leased partitions whose lease has not run out, ascending."""
+    leases = doc.get("leases") or {}
+    live = []
+    for p in leased_partitions(doc):
+        expires = (leases[str(p)] or {}).get("expires")
+        if not isinstance(expires, int | float) or expires + CLOCK_SLACK_S >= now:
+            live.append(p)
+    return live
 
 
 class Resolver:
@@ -149,14 +164,23 @@ class Resolver:
             leased, instead = leased_partitions(doc), ""
             if partition is not None and partition not in leased and leased:
                 # Never leased (a group outside every zone, as the change-peers
-                # workload's are): its primary cannot exist, so aim at one that
-                # does rather than waste the fault. An expired lease stays
-                # unresolved below: that primary existed and lapsed.
-                instead, partition = f"; partition {partition} has no primary lease", None
+                # workload's are) or dropped by the zone: its primary cannot
+                # exist, so aim at one that does rather than waste the fault. An
+                # expired lease in the zone stays unresolved below: that primary
+                # existed and lapsed.
+                count = doc.get("partitions")
+                why = (
+                    f"is not in the zone ({count} partitions)"
+                    if isinstance(count, int) and partition >= count
+                    else "has no primary lease"
+                )
+                instead, partition = f"; partition {partition} {why}", None
             if partition is None:
                 if not leased:
                     raise UnresolvedError("no primary yet (no partition has a lease)")
-                partition = rng.choice(leased)
+                # A free choice aims at a primary that holds its lease now; only
+                # when every lease has lapsed does it stay unresolved, saying so.
+                partition = rng.choice(live_partitions(doc, self.clock()) or leased)
             node = primary_from_placement(doc, partition, self.clock())
             return Resolution(
                 node, f"primary lease of partition {partition} (asked {asked}{instead})"

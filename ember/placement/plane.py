@@ -192,12 +192,17 @@ class ControlPlane:
                       "pending_revision": rev})  # fmt: skip
 
     async def placement(self, request: web.Request) -> web.Response:
-        """The driver lease, every primary lease, and this node's driver and primaries."""
+        """The driver lease, every primary lease, the zone's partition count, and
+        this node's driver and primaries."""
         driver = await self._meta("get", {"key": DRIVER_KEY})
         leases = await self._meta("range", {"prefix": "placement.lease."})
+        # A partition the zone dropped keeps its lapsed lease key: the count
+        # tells a reader that lease from a primary that lapsed in the zone.
+        zone = await self._meta("get", {"key": config_key(ZONE)})
         return _json({
             "driver": driver["value"],
             "leases": {kv["key"].rsplit(".", 2)[-1]: kv["value"] for kv in leases["kvs"]},
+            "partitions": (zone["value"] or {}).get("partitions"),
             "revision": leases["revision"],
             "this_node": {**self.driver.status(), "primary_of": sorted(self.agent.leases),
                           "last_seen": self.agent.last_seen,

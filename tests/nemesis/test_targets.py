@@ -201,3 +201,34 @@ def test_killing_the_driver_in_one_round_trip_names_the_pid_or_says_it_is_down(
     else:
         assert reply.value["unresolved"].startswith("the target is not running (n3, placement")
         assert not worker.active
+
+
+def test_a_partition_the_zone_dropped_is_not_aimed_at() -> None:
+    """A zone shrunk from 4 partitions to 2 leaves the lapsed lease keys of 2
+    and 3 behind (sim seed 22 at 30 clients applied nothing: 'the primary of
+    partition 3 lease of n1 expired 12.2s ago'). A free choice and a trigger
+    from a dropped partition both land on a live primary of the zone."""
+    doc = _placement("n3", {0: "n4", 1: "n1"})
+    doc["leases"].update({"2": {"holder": "n2", "expires": NOW - 12},
+                          "3": {"holder": "n1", "expires": NOW - 12}})  # fmt: skip
+    doc["partitions"] = 2
+    free = {_resolver(placement=doc).resolve("primary", {}, random.Random(s)) for s in range(20)}
+    assert {(g.node, g.resolved.split(" (")[0]) for g in free} == {
+        ("n4", "primary lease of partition 0"),
+        ("n1", "primary lease of partition 1"),
+    }
+    trigger = {"trigger": {"group": "part-3", "stage": "pending"}}
+    got = _resolver(placement=doc).resolve("primary", trigger, random.Random(0))
+    assert got.resolved.endswith("; partition 3 is not in the zone (2 partitions))"), got
+
+
+def test_a_free_choice_skips_lapsed_leases_until_every_one_has_lapsed() -> None:
+    """Without a partition count (an older node), a free choice still prefers a
+    lease that holds; when none does it says which one lapsed."""
+    doc = _placement("n3", {0: "n4"})
+    doc["leases"]["1"] = {"holder": "n1", "expires": NOW - 12}
+    assert {_resolver(placement=doc).resolve("primary", {}, random.Random(s)).node
+            for s in range(20)} == {"n4"}  # fmt: skip
+    lapsed = _placement("n3", {0: "n4", 1: "n1"}, expires=NOW - 12)
+    with pytest.raises(UnresolvedError, match=r"lease of n\d expired 12\.0s ago"):
+        _resolver(placement=lapsed).resolve("primary", {}, random.Random(0))

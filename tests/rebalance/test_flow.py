@@ -7,6 +7,7 @@ from typing import Any, get_args
 
 from checkers.assignments import check_assignments
 from ember.rebalance.cancel import Outcome
+from nemesis.targets import leased_partitions
 from tests.node.cluster import ProcCluster
 from tests.rebalance.flow import (
     NAMES,
@@ -250,14 +251,20 @@ def test_a_data_node_leaving_and_joining(cluster: ProcCluster) -> None:
 
 def test_partition_count_change_places_the_new_partition(cluster: ProcCluster) -> None:
     """Raising the zone's partitions places the new one by the zone's rule; lowering
-    it leaves the rest converged."""
+    it leaves the rest converged, and the placement document says the count, so
+    the dropped partition's leftover lease is not taken for a primary of the zone."""
     alter(cluster, partitions=PARTITIONS + 1)
     wait_converged(cluster)
     assert PARTITIONS in assignments(cluster)
+    assert call_any(cluster, "GET", "/admin/placement")["partitions"] == PARTITIONS + 1
     code, doc = cluster.call("n1", "POST", "/admin/zones/default", {"partitions": 99})
     assert (code, doc["error"]) == (400, "bad-zone")
     alter(cluster, partitions=PARTITIONS)
     wait_converged(cluster)
+    placement = call_any(cluster, "GET", "/admin/placement")
+    assert placement["partitions"] == PARTITIONS
+    assert str(PARTITIONS) in placement["leases"]  # the dropped one's key lingers
+    assert leased_partitions(placement) == list(range(PARTITIONS))
 
 
 def test_every_assignment_write_passes_the_rebalance_checker(cluster: ProcCluster) -> None:
