@@ -20,7 +20,8 @@ The phases (`nemesis.phase`): the change-peers stages `catching-up`,
 `pending` (its pending assignment written); and `pending-open`, the window
 after pending is written but before stable switches: on a pending
 observation the schedule arms a fault a seeded 10-90% of the median of the
-last 16 such windows later (0.1-1 s before it has seen one), and fires it
+last 16 such windows later (of 0.15 s, the measured median of both
+backends, before it has seen one; never over 1 s), and fires it
 then only if no `switched` observation (the done invoke) came for that
 group meanwhile. Its trigger's `wall` is when the armed delay ran out (the
 pending's wall plus `armed_s`), so `reaction_ms` is the lag after the
@@ -144,8 +145,12 @@ MODES = ("periodic", "phase", "both")
 STALE_NS = NS_PER_S // 2
 MIX_DURATION_S = (1.0, 4.0)
 MIN_CYCLE_S = 2.0  # mix: at most one fault per this many seconds of the run
-PENDING_OPEN_DELAY_S = (0.1, 1.0)  # pending-open's arming delay before any window was seen
-PENDING_OPEN_SHARE = (0.1, 0.9)  # ... and after: this share of the recent windows' median
+# pending-open arms this share of the recent windows' median after pending; before
+# any window was seen, of this prior (pending to switch: a median 0.165 s on Docker,
+# 0.06-0.17 s in the simulator), never later than the cap.
+PENDING_OPEN_SHARE = (0.1, 0.9)
+PENDING_OPEN_PRIOR_S = 0.15
+PENDING_OPEN_MAX_S = 1.0
 WINDOWS_KEPT = 16
 DROP_PROBABILITY = (0.1, 0.8)  # drop-replies: the share of success answers lost
 
@@ -388,7 +393,7 @@ class NemesisSchedule(Generator):
         """Phase mode, when a timer fault would have been due: wait for another
         window instead. Without this one window that stays shut ended the
         run's faults: in the simulator stable switches a median 0.1 s after
-        pending, within pending-open's 0.1-1 s arming delay, so a full-mix
+        pending, within the 0.1-1 s arming delay pending-open then had, so a full-mix
         phase run (seed 18) drew pending-open at 8.5 s and no fault after."""
         self.wanted = self.phase_rng.choice(self.phases) if self.phases else None
         self.next_ns = now + self._gap()
@@ -508,13 +513,14 @@ class NemesisSchedule(Generator):
         """pending-open's delay after pending, for the draw `r` in [0, 1): a
         share of how long this cluster's recent windows stayed open, so the
         fault lands inside one whether a rebalance takes seconds (Docker) or
-        a tenth of one (the simulator, where 0.1-1 s missed every window)."""
-        if not self.windows:
-            low, high = PENDING_OPEN_DELAY_S
-            return low + r * (high - low)
+        a tenth of one (the simulator, where 0.1-1 s missed every window).
+        The first pending of a run has the prior to go on: a fixed 0.1-1 s
+        there missed the run's first window every time."""
         low, high = PENDING_OPEN_SHARE
-        typical = statistics.median(self.windows) / NS_PER_S
-        return min(PENDING_OPEN_DELAY_S[1], typical * (low + r * (high - low)))
+        typical = (
+            statistics.median(self.windows) / NS_PER_S if self.windows else PENDING_OPEN_PRIOR_S
+        )
+        return min(PENDING_OPEN_MAX_S, typical * (low + r * (high - low)))
 
     def _observe(self, event: Observation) -> None:
         if event.kind != "phase":
