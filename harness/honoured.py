@@ -26,37 +26,6 @@ if TYPE_CHECKING:
 EMBER_OWNED = frozenset({"id", "peers", "listen", "raft_listen", "data_dir", "seed", "config"})
 EMBER_HARNESS = frozenset({"bootstrap", "ember_bin", "partitions", "zone_partitions", "meta_nodes"})
 # Labels no node reads but reports and the pipeline group runs by (pipeline/extract.py).
-# etcd 3.4.23's flags (`etcd --help` of Debian's etcd-server 3.4.23), which
-# the EtcdDB passes as ETCD_<FLAG> variables; etcd only warns on others.
-ETCD_FLAGS = frozenset(
-    """
-advertise-client-urls auth-token auth-token-ttl auto-compaction-mode auto-compaction-retention
-auto-tls backend-batch-interval backend-batch-limit bcrypt-cost cert-file cipher-suites
-client-cert-allowed-hostname client-cert-auth client-crl-file cors data-dir debug discovery
-discovery-fallback discovery-proxy discovery-srv discovery-srv-name election-timeout
-enable-pprof enable-v2 experimental-backend-bbolt-freelist-type
-experimental-compaction-batch-limit experimental-corrupt-check-time
-experimental-enable-lease-checkpoint experimental-enable-v2v3
-experimental-initial-corrupt-check experimental-peer-skip-client-san-verification
-experimental-warning-apply-duration experimental-watch-progress-notify-interval
-force-new-cluster grpc-keepalive-interval grpc-keepalive-min-time grpc-keepalive-timeout
-heartbeat-interval host-whitelist initial-advertise-peer-urls initial-cluster
-initial-cluster-state initial-cluster-token initial-election-tick-advance key-file
-listen-client-urls listen-metrics-urls listen-peer-urls log-level log-outputs
-log-package-levels logger max-concurrent-streams max-request-bytes max-snapshots
-max-txn-ops max-wals metrics name peer-auto-tls peer-cert-allowed-cn
-peer-cert-allowed-hostname peer-cert-file peer-client-cert-auth peer-crl-file
-peer-key-file peer-trusted-ca-file pre-vote proxy proxy-dial-timeout proxy-failure-wait
-proxy-read-timeout proxy-refresh-interval proxy-write-timeout quota-backend-bytes
-snapshot-count strict-reconfig-check trusted-ca-file wal-dir
-""".split()  # noqa: SIM905 -- as `etcd --help` lists them, one block
-)  # fmt: skip
-# What harness/dbs/etcd.py's `env` sets itself: a setting would break the cluster.
-ETCD_OWNED = frozenset({
-    "name", "data-dir", "listen-peer-urls", "listen-client-urls", "initial-advertise-peer-urls",
-    "advertise-client-urls", "initial-cluster", "initial-cluster-state", "initial-cluster-token",
-    "logger", "log-outputs",
-})  # fmt: skip
 
 
 def refusal(plan: Plan, *, phases: bool = True) -> str | None:
@@ -132,12 +101,12 @@ def _settings(plan: Plan) -> str | None:
             {k.replace("-", "_"): plan.db_settings[k] for k in settings}, plan.workload
         )
     if plan.db == "etcd":
+        from harness.etcd_flags import setting_error
+
         for key in settings:
-            flag = key.replace("_", "-").lower()
-            if flag in ETCD_OWNED:
-                return f"--db-setting {key}: set by the harness for every etcd member"
-            if flag not in ETCD_FLAGS and flag != "bootstrap":
-                return f"--db-setting {key}: not an etcd 3.4 flag (etcd would ignore it)"
+            why = setting_error(key, plan.db_settings[key]) if key != "bootstrap" else None
+            if why is not None:
+                return why
     return None
 
 
