@@ -86,14 +86,14 @@ class RebalanceGen(Generator):
 
     def choose(self) -> dict[str, Any]:
         """One change of the zone as believed now (never a no-op)."""
-        kind = self.rng.choice(KINDS)
+        counts = [c for c in self._counts() if c != self.zone["partitions"]]
+        # A zone of one partition has no other count to change to.
+        kind = self.rng.choice(KINDS if counts else tuple(k for k in KINDS if k != "partitions"))
         if kind == "replicas":
             return {"replicas": self.rng.choice([r for r in REPLICAS
                                                  if r != self.zone["replicas"]])}  # fmt: skip
         if kind == "partitions":
-            counts = range(MIN_PARTITIONS, self.max_partitions + 1)
-            return {"partitions": self.rng.choice([c for c in counts
-                                                   if c != self.zone["partitions"]])}  # fmt: skip
+            return {"partitions": self.rng.choice(counts)}
         if self.zone["filter"] != ["*"] and self.rng.random() < 0.6:
             return {"filter": ["*"]}  # the node left out joins again
         admitted = [
@@ -101,6 +101,12 @@ class RebalanceGen(Generator):
         ]
         out = self.rng.choice(admitted)  # a node still in: the one out now joins back
         return {"filter": [n for n in self.nodes if n != out]}
+
+    def _counts(self) -> range:
+        """The partition counts an alter may set: from MIN_PARTITIONS up, or from
+        one when the zone is that small (zone_partitions 1 or 2)."""
+        low = MIN_PARTITIONS if self.max_partitions > MIN_PARTITIONS else 1
+        return range(low, self.max_partitions + 1)
 
     def op(self, ctx: Context) -> Result:
         if self.restored:

@@ -53,6 +53,20 @@ def test_rebalance_alters_stay_in_range_and_end_with_the_restore() -> None:
     assert all(o.time_ns < 60 * S for o in ops[:-1])
 
 
+@pytest.mark.parametrize("partitions", [1, 2])
+def test_a_zone_of_one_or_two_partitions_still_gets_alters(partitions: int) -> None:
+    """`--db-setting zone_partitions=1` drew a partition count among none
+    (IndexError, sim seed 112); 2 did the same whenever the zone had 2."""
+    for seed in range(20):
+        gen = RebalanceGen(random.Random(seed), NODES, max_partitions=partitions, stop_ns=60 * S)
+        ops = drain(gen, ["t"])
+        assert len(ops) > 5
+        counts = [o.value["partitions"] for o in ops[:-1] if "partitions" in o.value]
+        assert all(1 <= c <= partitions for c in counts), counts
+        if partitions == 1:
+            assert counts == []
+
+
 def test_a_restore_that_fails_is_asked_again_until_ok() -> None:
     """The restore goes at the time limit, when the nemesis heals and a restarted
     node may not listen yet: a failed or unknown one is asked again, later,
