@@ -9,7 +9,12 @@ A cell is (kind, phase, role) for one APPLIED fault (its completion `ok`):
   `meta-leader`, `placement-driver`, `primary`, `joining`, `random`); a
   partition isolating a role names it (`isolate-leader` is the group
   leader, `isolate-joining` the joining peer), other partitions are `none`;
-  a slow catch-up always aims at the `joining` peer.
+  a slow catch-up always aims at the `joining` peer. A fault aimed at the
+  joining peer when there was none (a timed fault, a `done` stage, a change
+  that only removes) lands on a random node and says so (`resolved: random
+  node`): its cell is `random`, as the fault did. So `joining` cells exist
+  only for the phases whose trigger can carry joining peers
+  (`JOINING_PHASES`).
 
 A fault that completed `info` (unresolved, nothing applied) hits no cell:
 the table says what happened, never what was planned. `faultline explore`
@@ -43,16 +48,30 @@ ROLES_OF: dict[str, tuple[str, ...]] = {
     "drop-replies": MIX_TARGETS,
 }
 _ISOLATES = {"isolate-leader": "group-leader", "isolate-joining": "joining"}
+# The phases whose trigger names joining peers (nemesis.phase): a change's
+# stages and a rebalance's pending window, when they add a node.
+JOINING_PHASES = ("catching-up", "joint", "stable", "pending", "pending-open")
+RANDOM_NODE = "random node"  # the `resolved` of a fault that fell back to any node
+
+
+def landing(role: str, phase: str) -> tuple[str, ...]:
+    """The cell roles a fault aimed at `role` can land in at `phase`: one aimed
+    at the joining peer lands on a random node when the trigger names none."""
+    if role != "joining":
+        return (role,)
+    return ("joining", "random") if phase in JOINING_PHASES else ("random",)
 
 
 def universe() -> list[Cell]:
     """Every cell the mix nemesis can reach, in a stable order."""
-    return [
-        (kind, phase, role)
+    cells = (
+        (kind, phase, landed)
         for kind in (*PRIMITIVES, *EXTRA_KINDS)
         for phase in PHASE_CELLS
         for role in ROLES_OF[kind]
-    ]
+        for landed in landing(role, phase)
+    )
+    return list(dict.fromkeys(cells))
 
 
 def cell_of(value: Mapping[str, Any]) -> Cell | None:
@@ -64,7 +83,9 @@ def cell_of(value: Mapping[str, Any]) -> Cell | None:
     phase = str(trigger.get("stage")) if isinstance(trigger, dict) else TIMER
     if phase not in PHASE_CELLS:
         phase = TIMER
-    if kind == "partition":
+    if value.get("resolved") == RANDOM_NODE:
+        role = "random"  # aimed at a joining peer there was none of, or at random
+    elif kind == "partition":
         grouping = str(value.get("grouping"))
         role = str(value.get("target")) if grouping == "isolate" else _ISOLATES.get(grouping, NONE)
     elif kind == "slow":

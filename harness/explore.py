@@ -43,7 +43,15 @@ from typing import Any
 import msgspec
 
 from harness import plan as plans
-from harness.coverage import NONE, TIMER, Cell, Coverage, cells_of_history, role_of
+from harness.coverage import (
+    NONE,
+    TIMER,
+    Cell,
+    Coverage,
+    cells_of_history,
+    landing,
+    role_of,
+)
 from nemesis.generator import HEAL_OF, MIX_TARGETS, PHASES, aims
 from nemesis.targets import ROLE_TARGETS
 
@@ -137,8 +145,9 @@ class Space:
                 roles = ("joining",)
             else:  # a kill, pause or clock fault names the target it drew
                 roles = tuple(dict.fromkeys(role_of(t) for t in swarm.targets))
-            out += [(kind, phase, role) for phase in phases for role in roles]
-        return out
+            out += [(kind, phase, landed) for phase in phases for role in roles
+                    for landed in landing(role, phase)]  # fmt: skip
+        return list(dict.fromkeys(out))
 
     def cells(self) -> list[Cell]:
         """Every cell some selection within this space can hit."""

@@ -88,14 +88,38 @@ def test_cells_count_applied_faults_by_phase_and_role() -> None:
     assert cell_of({"kind": "slow", "target": "joining"}) == ("slow", "timer", "joining")
     # A primitive kill's `leader` is mix's `group-leader`: one cell of the table.
     assert cell_of({"kind": "kill", "target": "leader"}) == ("kill", "timer", "group-leader")
-    # An older table's `leader` cell joins its kind and phase's row, not a row of its own.
+    # An older table's `leader` cell joins its kind and phase's row, not a row of its own
+    # (five roles a timed kill can land on, joining not among them, plus the old cell).
     rows = Coverage({("kill", "timer", "leader"): 1}).table()
-    assert [r for r in rows if r[:2] == ("kill", "timer")] == [("kill", "timer", 1, 7)]
+    assert [r for r in rows if r[:2] == ("kill", "timer")] == [("kill", "timer", 1, 6)]
     assert cell_of({"kind": "heal-partition"}) is None
     cov = Coverage()
     assert cov.total == len(universe())
     assert cov.add([("kill", "joint", "primary"), ("kill", "joint", "primary")]) == 1
     assert cov.hit == 1
+
+
+def test_a_fault_aimed_at_no_joining_peer_counts_where_it_landed() -> None:
+    """A timed fault (or one at `done`) aimed at the joining peer has none to
+    aim at and lands on a random node: sim seed 108's pauses at `joining`
+    were counted as joining-peer cells. The cell is `random`, as the fault
+    was, and no run can fill a joining cell of a phase that names no peer."""
+    fell_back = {"kind": "pause", "target": "joining", "resolved": "random node"}
+    assert cell_of(fell_back) == ("pause", "timer", "random")
+    slow = {"kind": "slow", "target": "joining", "resolved": "random node",
+            "trigger": {"stage": "done"}}  # fmt: skip
+    assert cell_of(slow) == ("slow", "done", "random")
+    isolate = {"kind": "partition", "grouping": "isolate-joining", "resolved": "random node"}
+    assert cell_of(isolate) == ("partition", "timer", "random")
+    joined = {"kind": "pause", "target": "joining", "resolved": "joining peer",
+              "trigger": {"stage": "catching-up"}}  # fmt: skip
+    assert cell_of(joined) == ("pause", "catching-up", "joining")
+    cells = set(universe())
+    for kind in ("kill", "pause", "slow", "partition"):
+        assert (kind, "timer", "joining") not in cells
+        assert (kind, "done", "joining") not in cells
+        assert (kind, "timer", "random") in cells
+        assert (kind, "pending-open", "joining") in cells
 
 
 def test_steering_picks_the_selection_reaching_the_least_hit_cells() -> None:
