@@ -3,9 +3,10 @@ owns, which it refuses, and what value each takes.
 
 Theory of operation. The EtcdDB passes every setting as an `ETCD_<FLAG>`
 variable (harness/dbs/etcd.py). etcd 3.4 only warns about a variable it does
-not know, and a value it cannot parse stops the member at start-up, which
-the harness would see as a cluster that never became healthy, after its
-timeout and with etcd's own words buried in a node's log. So the plan is
+not know, and a value it cannot parse stops every member at start-up: the
+run built its cluster only to end `unknown` ("etcd is not running on n1,
+n2, n3 (log ends: ... invalid value "abc" for ETCD_HEARTBEAT_INTERVAL)"),
+and a nightly cell did the same for each of its seeds. So the plan is
 refused before anything starts (harness/honoured.py): an unknown flag, one
 the harness sets itself, one that would make the run test something else
 (a member that forgets its peers, a proxy, a discovery service, certificate
