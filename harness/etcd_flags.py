@@ -58,7 +58,7 @@ _DISCOVERY = "bootstraps by a discovery service; the harness gives every member 
 _CERT_FILES = """cert-file key-file trusted-ca-file client-crl-file peer-cert-file peer-key-file
 peer-trusted-ca-file peer-crl-file"""
 ETCD_REFUSED = {
-    "force-new-cluster": "makes each member drop its peers and start a one-member cluster",
+    "force-new-cluster": "makes a restarted member drop its peers and go on as a cluster of one",
     "proxy": "runs etcd as a proxy of another cluster, not as a member",
     **dict.fromkeys(("discovery", "discovery-srv", "discovery-srv-name"), _DISCOVERY),
     **dict.fromkeys(_CERT_FILES.split(), _NO_CERTS),
