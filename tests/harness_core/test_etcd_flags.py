@@ -25,7 +25,7 @@ def _why(**settings: object) -> str | None:
         ("pre-vote", "yes", "pre-vote: etcd takes true or false here, got 'yes'"),
         ("grpc-keepalive-timeout", "5", "grpc-keepalive-timeout: etcd takes a duration"),
         ("log-level", "verbose", "log-level: etcd takes one of debug, info, warn, error, panic"),
-        ("force-new-cluster", True, "force-new-cluster=true: makes a restarted member drop its peers"),
+        ("force-new-cluster", True, "force-new-cluster=true: makes a restarted member drop"),
         ("proxy", "on", "proxy=on: runs etcd as a proxy"),
         ("discovery", "http://d/x", "discovery=http://d/x: bootstraps by a discovery service"),
         ("peer-cert-file", "/c.pem", "peer-cert-file=/c.pem: names a certificate file"),
