@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from nemesis.generator import EXTRA_KINDS, MIX_TARGETS, PHASES, PRIMITIVES
-from nemesis.targets import ROLE_TARGETS
+from nemesis.targets import RANDOM_NODE, ROLE_TARGETS
 
 Cell = tuple[str, str, str]
 TIMER = "timer"
@@ -51,7 +51,6 @@ _ISOLATES = {"isolate-leader": "group-leader", "isolate-joining": "joining"}
 # The phases whose trigger names joining peers (nemesis.phase): a change's
 # stages and a rebalance's pending window, when they add a node.
 JOINING_PHASES = ("catching-up", "joint", "stable", "pending", "pending-open")
-RANDOM_NODE = "random node"  # the `resolved` of a fault that fell back to any node
 
 
 def landing(role: str, phase: str) -> tuple[str, ...]:

@@ -69,7 +69,7 @@ from nemesis.generator import HEAL_OF
 from nemesis.heal import heal_all
 from nemesis.shell import Shell
 from nemesis.slow import NetemUnavailableError, slow
-from nemesis.targets import ROLE_TARGETS, Resolver, UnresolvedError
+from nemesis.targets import RANDOM_NODE, ROLE_TARGETS, Resolver, UnresolvedError
 from workloads.generator import Op
 
 SLOW_DELAY_MS = 300.0
@@ -194,7 +194,7 @@ class NemesisWorker:
                 node = rng.choice(sorted(joining))
                 return node, {"resolved": "joining peer", "node": node}
         node = rng.choice(self.names)
-        return node, {"resolved": "random node", "node": node}
+        return node, {"resolved": RANDOM_NODE, "node": node}
 
     def _one_trip(self) -> process.ProcessSpec | None:
         """The pidfile spec when the db's kill and pause are ProcessDB's own."""

@@ -37,6 +37,9 @@ from dataclasses import dataclass
 from typing import Any
 
 ROLE_TARGETS = ("group-leader", "meta-leader", "placement-driver", "primary")
+# How a fault aimed at `random`, or at a joining peer when the trigger named
+# none, found its node (the completion's `resolved`; harness.coverage reads it).
+RANDOM_NODE = "random node"
 META_GROUP = "meta"
 # Leases carry the holder's wall clock: allow this much skew between hosts
 # before calling a lease expired.
