@@ -175,6 +175,11 @@ class EtcdDB(ProcessDB):
         with self.lock:
             return [n for n in names if n in self.members]
 
+    def running_in(self, names: Sequence[str]) -> list[str]:
+        """The nodes of `names` etcd runs on now: its members (a spare, or a
+        member a change removed, runs nothing a fault could hit)."""
+        return self._members_in(names)
+
     def start(self, control: Control, names: Sequence[str]) -> Fault:
         """Start etcd on those of `names` that are members (idempotent)."""
         return process.start(control, self._members_in(names), self.spec)

@@ -221,3 +221,38 @@ def test_drop_replies_on_a_db_without_failpoints_is_not_applied() -> None:
     reply = _drop(NemesisWorker(FakeControl(), NODES, NoFailpoints()))  # type: ignore[arg-type]
     assert reply.type == "info"
     assert "has no failpoints" in reply.value["reason"]
+
+
+class SparesDB(FakeDB):
+    """A db that runs on some nodes only (etcd's members; the rest are spares)."""
+
+    name = "etcd"
+
+    def running_in(self, names: Sequence[str]) -> list[str]:
+        return [n for n in names if n in ("n1", "n3", "n4")]
+
+
+def test_a_random_fault_lands_where_the_db_runs() -> None:
+    """A random kill, and one aimed at a joining peer when the trigger names
+    none (a change that only removes), hit a node the db runs on: aimed at
+    a spare they applied nothing (Docker etcd seed 301, 2 of 8)."""
+    removal = {"group": "etcd", "stage": "stable", "node": "n3", "joining": []}
+    for seed in range(20):
+        db = SparesDB()
+        worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+        reply = _invoke(worker, "kill", {"kind": "kill", "target": "random", "seed": seed})
+        assert reply.type == "ok"
+        aimed = _invoke(worker, "kill", {"kind": "kill", "target": "joining", "seed": seed,
+                                         "group": "etcd", "trigger": removal})  # fmt: skip
+        assert aimed.value["resolved"] == "random node"
+        assert set(db.killed) <= {"n1", "n3", "n4"}, (seed, db.killed)
+    every = {_invoke(NemesisWorker(FakeControl(), NODES, FakeDB()), "kill",  # type: ignore[arg-type]
+                     {"kind": "kill", "target": "random", "seed": s}).value["node"]
+             for s in range(40)}  # fmt: skip
+    assert every == set(NAMES)  # a db that does not say: every node
+
+
+def test_heal_all_names_the_db_it_restarts() -> None:
+    """The heal-all completion said 'start ember' in etcd runs too."""
+    done = NemesisWorker(FakeControl(), NODES, SparesDB()).heal_everything()  # type: ignore[arg-type]
+    assert done["commands"]["*"] == ["heal_all", "start etcd where not running"]
