@@ -76,6 +76,9 @@ SLOW_DELAY_MS = 300.0
 SLOW_JITTER_MS = 50.0
 SLOW_RATE_KBIT = 128  # where neither netem nor failpoints exist: a throttled link
 SLOW_FAILPOINT = "raft.append.delay"
+# heal-all asks a node that did not confirm a failpoint off again, this long.
+FAILPOINT_SWEEP_S = 15.0
+FAILPOINT_SWEEP_POLL_S = 0.5
 DROP_FAILPOINT = "http.drop-reply"
 HEALS = frozenset(HEAL_OF.values())
 
@@ -346,6 +349,14 @@ class NemesisWorker:
         self.db.start(self.control, self.names)  # idempotent: restarts only the dead
         for failpoint in sorted(self.failpoints_tried):
             left = self._failpoints_off(self.names, failpoint)
+            # A node the heal of a kill (or `start` just now) restarted may not
+            # listen yet: asked 0.5 s after its restart, n5 refused the call and
+            # the run ended unknown (Docker seed 304). It is asked again until
+            # it answers or the wait runs out.
+            deadline = time.monotonic() + FAILPOINT_SWEEP_S
+            while left and time.monotonic() < deadline:
+                time.sleep(FAILPOINT_SWEEP_POLL_S)
+                left = self._failpoints_off(left, failpoint)
             if left:
                 raise DBError(f"{failpoint} not confirmed off on {', '.join(left)} after "
                               f"heal-all: the quiet period may still be faulted there")  # fmt: skip

@@ -6,9 +6,12 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pytest
+
 from harness.backends.base import NodeHandle, SshTarget
 from harness.control import CommandResult
 from harness.process_db import DBError
+from nemesis import schedule
 from nemesis.fault import Fault
 from nemesis.schedule import NemesisWorker
 from workloads.generator import Op
@@ -162,9 +165,12 @@ def test_a_slow_heal_tries_every_node_and_heal_all_sweeps_what_was_left() -> Non
     assert db.on() == set()
 
 
-def test_heal_all_says_so_when_a_slow_failpoint_cannot_be_confirmed_off() -> None:
+def test_heal_all_says_so_when_a_slow_failpoint_cannot_be_confirmed_off(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Even a slow fault never applied leaves heal-all sweeping: its node may have
     switched the failpoint on without answering."""
+    monkeypatch.setattr(schedule, "FAILPOINT_SWEEP_S", 0.05)  # asked again this long
     db = SilentDB({"n1"}, acts=False)
     worker = _slow_worker(db)
     assert _slow(worker).type == "info"
@@ -256,3 +262,35 @@ def test_heal_all_names_the_db_it_restarts() -> None:
     """The heal-all completion said 'start ember' in etcd runs too."""
     done = NemesisWorker(FakeControl(), NODES, SparesDB()).heal_everything()  # type: ignore[arg-type]
     assert done["commands"]["*"] == ["heal_all", "start etcd where not running"]
+
+
+class WakingDB(SilentDB):
+    """A node a heal just restarted: it refuses failpoint calls until it listens."""
+
+    def __init__(self, node: str, refusals: int) -> None:
+        super().__init__({node}, acts=False)
+        self.refusals = refusals
+
+    def set_failpoint(self, name: str, failpoint: str, params: Any) -> None:
+        if name in self.silent:
+            self.refusals -= 1
+            if self.refusals < 0:
+                self.silent.clear()
+        super().set_failpoint(name, failpoint, params)
+
+
+def test_heal_all_asks_a_restarting_node_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked 0.5 s after its restart, a node did not listen yet, and heal-all
+    ended the run unknown (Docker seed 304): it is asked again until it
+    answers, and only one that never does within the wait is reported."""
+    monkeypatch.setattr(schedule, "FAILPOINT_SWEEP_POLL_S", 0.01)
+    db = WakingDB("n5", refusals=3)
+    worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+    worker.failpoints_tried.add("raft.append.delay")
+    worker.heal_everything()
+    assert db.failpoints[("n5", "raft.append.delay")] is None
+    monkeypatch.setattr(schedule, "FAILPOINT_SWEEP_S", 0.05)
+    never = NemesisWorker(FakeControl(), NODES, SilentDB({"n5"}, acts=False))  # type: ignore[arg-type]
+    never.failpoints_tried.add("raft.append.delay")
+    with pytest.raises(DBError, match=r"raft\.append\.delay not confirmed off on n5"):
+        never.heal_everything()
