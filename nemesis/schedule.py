@@ -79,6 +79,10 @@ SLOW_FAILPOINT = "raft.append.delay"
 # heal-all asks a node that did not confirm a failpoint off again, this long.
 FAILPOINT_SWEEP_S = 15.0
 FAILPOINT_SWEEP_POLL_S = 0.5
+# A failpoint fault on a node this worker restarted waits this long after the
+# restart for the node to answer (ember listens about half a second after start).
+RESTART_LISTEN_S = 5.0
+RESTART_POLL_S = 0.1
 DROP_FAILPOINT = "http.drop-reply"
 HEALS = frozenset(HEAL_OF.values())
 
@@ -111,6 +115,7 @@ class NemesisWorker:
         # The failpoints a fault asked for, applied or not: heal-all switches
         # each off on every node, whatever came of the asking.
         self.failpoints_tried: set[str] = set()
+        self.restarted: dict[str, float] = {}  # node -> when a heal restarted it (monotonic)
         self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
         self.shell = Shell(control)  # kills and pauses: one round trip on an open channel
 
@@ -293,6 +298,7 @@ class NemesisWorker:
             self.slow_method = "rate-limit"
             return fault, {**extra, "method": "rate-limit"}
         params = {"delay_ms": SLOW_DELAY_MS, "peer": node}
+        self._listening(others)
         self.failpoints_tried.add(SLOW_FAILPOINT)
         asked: list[str] = []
         try:
@@ -336,7 +342,21 @@ class NemesisWorker:
                               f"switched off again at heal-all")  # fmt: skip
             return {**v, "healed": fault.as_value()}
         healed = fault.heal(self.control)
+        if kind in ("kill", "compact-kill"):
+            now = time.monotonic()
+            for node in (*(fault.detail.get("pids") or {}), *(fault.detail.get("nodes") or ())):
+                self.restarted[str(node)] = now
         return {**v, **healed.as_value()}
+
+    def _listening(self, nodes: Sequence[str]) -> None:
+        """Wait (at most RESTART_LISTEN_S after its restart) for each of `nodes`
+        this worker restarted just now to answer its status: a failpoint fault
+        0.2 s after the heal of a kill found the node not listening yet and
+        applied nothing (Docker seed 306, drop-replies)."""
+        for node in nodes:
+            until = self.restarted.get(node, -RESTART_LISTEN_S) + RESTART_LISTEN_S
+            while time.monotonic() < until and self.db.status(node) is None:
+                time.sleep(RESTART_POLL_S)
 
     def heal_everything(self) -> dict[str, Any]:
         """Heal every fault (recorded ones first), restart and resume every node."""
@@ -368,6 +388,7 @@ class NemesisWorker:
         answers (ember's http.drop-reply failpoint); DBError if not switched on
         (a db without failpoints refuses it, as etcd's `set_failpoint` does)."""
         params = {"probability": float(v.get("probability", 0.5))}
+        self._listening([node])
         self.failpoints_tried.add(DROP_FAILPOINT)
         try:
             self.db.set_failpoint(node, DROP_FAILPOINT, params)

@@ -294,3 +294,40 @@ def test_heal_all_asks_a_restarting_node_again(monkeypatch: pytest.MonkeyPatch) 
     never.failpoints_tried.add("raft.append.delay")
     with pytest.raises(DBError, match=r"raft\.append\.delay not confirmed off on n5"):
         never.heal_everything()
+
+
+class RestartingDB(FakeDB):
+    """Its nodes answer their status again only some polls after a restart."""
+
+    def __init__(self, deaf_polls: int) -> None:
+        super().__init__()
+        self.deaf_polls, self.polls = deaf_polls, 0
+
+    def status(self, name: str) -> dict[str, Any] | None:
+        self.polls += 1
+        return None if self.polls <= self.deaf_polls else {"groups": {}}
+
+
+def test_a_failpoint_fault_waits_for_a_node_just_restarted(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """drop-replies 0.2 s after the heal of a kill restarted its node found it
+    not listening and applied nothing (Docker seed 306): it now waits for the
+    node to answer, on a node the worker restarted only."""
+    monkeypatch.setattr(schedule, "RESTART_POLL_S", 0.001)
+    db = RestartingDB(deaf_polls=3)
+    worker = NemesisWorker(FakeControl(), NODES, db)  # type: ignore[arg-type]
+    assert _invoke(worker, "kill", {"kind": "kill", "target": "random", "seed": 1}).type == "ok"
+    killed = db.killed[0]
+    assert _invoke(worker, "start", {"kind": "kill"}).type == "ok"
+    drop = {"kind": "drop-replies", "target": "random", "seed": 0, "probability": 0.5}
+    while (reply := _invoke(worker, "drop-replies", drop)).value["node"] != killed:
+        _invoke(worker, "heal-drop-replies", {"kind": "drop-replies"})
+        drop["seed"] += 1
+    assert reply.type == "ok"
+    assert db.polls == 4  # three unanswered polls, then the node listened
+    assert db.failpoints[(killed, "http.drop-reply")] == {"probability": 0.5}
+    never = RestartingDB(deaf_polls=0)
+    other = NemesisWorker(FakeControl(), NODES, never)  # type: ignore[arg-type]
+    assert _invoke(other, "drop-replies", drop).type == "ok"
+    assert never.polls == 0  # not restarted by this worker: not asked
