@@ -110,14 +110,18 @@ class NemesisWorker:
     def __init__(self, control: Control, nodes: Sequence[NodeHandle], db: DB) -> None:
         self.control, self.nodes, self.db = control, list(nodes), db
         self.names = [n.name for n in self.nodes]
+        self._start_books()
+        self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
+        self.shell = Shell(control)  # kills and pauses: one round trip on an open channel
+
+    def _start_books(self) -> None:
+        """What the worker keeps across faults (the simulator's worker too)."""
         self.active: dict[str, tuple[Fault, dict[str, Any]]] = {}
         self.slow_method: str | None = None
         # The failpoints a fault asked for, applied or not: heal-all switches
         # each off on every node, whatever came of the asking.
         self.failpoints_tried: set[str] = set()
         self.restarted: dict[str, float] = {}  # node -> when a heal restarted it (monotonic)
-        self.resolver = Resolver(self.names, self._status, self._placement, db.groups)
-        self.shell = Shell(control)  # kills and pauses: one round trip on an open channel
 
     def _status(self, name: str) -> dict[str, Any] | None:
         return self.db.status(name)

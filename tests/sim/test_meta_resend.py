@@ -51,7 +51,13 @@ def _run(tmp_path: Path, failpoints: dict[str, Any]) -> tuple[int, str, dict[str
                    if ln.startswith("store "))  # fmt: skip
     resent = (run_dir / "harness.log").read_text().count("after an unknown outcome")
     assert resent > 0, "no write was sent again: the plan no longer exercises sessions"
-    return out.returncode, out.stdout, json.loads((run_dir / "results.json").read_text())
+    results = json.loads((run_dir / "results.json").read_text())
+    # A nemesis that applied no drop-replies tests nothing here (a worker that
+    # lost its bookkeeping once applied 0 of 4, each 'harness: AttributeError').
+    drops = results["faults"]["drop-replies"]
+    assert drops["applied"] > 0, drops
+    assert not any(why.startswith("harness:") for why in drops["reasons"]), drops
+    return out.returncode, out.stdout, results
 
 
 @pytest.mark.slow
