@@ -300,7 +300,9 @@ class _Judge:
                           f"without {key!r}@{rev}", [rev, compacted], [op])  # fmt: skip
             elif rev in points:
                 self.flag("watch-compaction-lost-event", f"missed {key!r}@{rev}, the revision "
-                          f"a compaction kept before the watch began", [rev], [op])  # fmt: skip
+                          f"a compaction kept before the watch began (the defect of "
+                          f"etcd-io/etcd#18089, fixed in etcd 3.4.34 and 3.5.16)", [rev],
+                          [op])  # fmt: skip
             elif rev < first:
                 self.flag("watch-resume-gap", f"started at {self.start} but its first "
                           f"event is @{first}: missed {key!r}@{rev}", [rev], [op])  # fmt: skip
