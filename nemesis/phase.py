@@ -15,10 +15,12 @@ event, and every event that marks a phase is handed to `on_phase` at once:
   group's stable assignment as last seen written.
 
 The observation names the group, stage, reporting node, the new peers, the
-joining peers (new minus old), which the nemesis uses to isolate or slow a
-joining peer, and the event's `wall` time, so a completed fault can say how
-long after the event it landed. `stages` keeps the latest stage per group
-for the progress display. Tailing (rather than polling /admin/status) sees
+joining peers (new minus old; at `stable`, whose event names no old peers,
+those the same change's catching-up or joint stage named), which the
+nemesis uses to isolate or slow a joining peer, and the event's `wall`
+time, so a completed fault can say how long after the event it landed.
+`stages` keeps the latest stage per group for the progress display.
+Tailing (rather than polling /admin/status) sees
 a JOINT stage that lasts a few milliseconds. A node that is down (killed by
 the nemesis) ends its tail; the watcher re-opens it after a short pause
 until `stop()`.
@@ -126,6 +128,8 @@ class PhaseWatcher:
         self.on_phase = on_phase
         self.stages: dict[str, str] = {}
         self.stable: dict[str, list[str]] = {}  # group -> its stable assignment, as last written
+        # group -> (change token, joining peers) of its change's catching-up / joint stage
+        self.joining: dict[str, tuple[Any, list[str]]] = {}
         self.seen = 0
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -200,6 +204,15 @@ class PhaseWatcher:
         if obs is None:
             return
         group = str(obs.get("group"))
+        if obs["stage"] in ("catching-up", "joint"):
+            self.joining[group] = (obs.get("token"), list(obs["joining"]))
+        elif obs["stage"] == "stable" and not obs["joining"]:
+            # ember's stable event names the new peers only (no old ones): the
+            # change's earlier stage said whom it brings in, so a fault at
+            # stable aimed at the joining peer finds it, not a random node.
+            token, joining = self.joining.get(group, (None, []))
+            if token is not None and token == obs.get("token"):
+                obs["joining"] = joining
         if obs["stage"] == "switched":
             self.stable[group] = list(obs["peers"])
         elif obs["stage"] == "pending" and group in self.stable:

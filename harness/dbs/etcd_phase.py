@@ -43,6 +43,21 @@ def transitions(before: dict[str, bool], after: dict[str, bool]) -> list[tuple[s
     return out
 
 
+def observations(
+    before: dict[str, bool], after: dict[str, bool], leader: str | None
+) -> list[dict[str, Any]]:
+    """The phase observations of the transitions between two member maps."""
+    voters = sorted(n for n, learner in after.items() if not learner)
+    old = sorted(n for n, learner in before.items() if not learner)
+    # The node a change brings in: a learner added, then promoted (or a voter
+    # added at once), so a fault at its `stable` aimed at the joining peer hits
+    # it, not a random node; a removal brings in none.
+    return [{"group": GROUP, "stage": stage, "etcd_stage": etcd_stage, "node": leader,
+             "peers": voters, "old_peers": old,
+             "joining": [] if etcd_stage == "removed" else [node]}
+            for node, etcd_stage, stage in transitions(before, after)]  # fmt: skip
+
+
 class MemberWatcher:
     """Polls etcd's member list; calls `on_phase(observation)` per transition."""
 
@@ -84,16 +99,9 @@ class MemberWatcher:
             if after is None or before is None:
                 before = after if after is not None else before
                 continue
-            changes = transitions(before, after)
-            if changes:
-                leader = self.db.leaders().get(GROUP)
-                voters = sorted(n for n, learner in after.items() if not learner)
-                old = sorted(n for n, learner in before.items() if not learner)
-                for node, etcd_stage, stage in changes:
+            if transitions(before, after):
+                for obs in observations(before, after, self.db.leaders().get(GROUP)):
                     self.seen += 1
-                    self.stages[GROUP] = etcd_stage
-                    joining = [node] if stage == "catching-up" else []
-                    self.on_phase({"group": GROUP, "stage": stage, "etcd_stage": etcd_stage,
-                                   "node": leader, "peers": voters, "old_peers": old,
-                                   "joining": joining})  # fmt: skip
+                    self.stages[GROUP] = obs["etcd_stage"]
+                    self.on_phase(obs)
             before = after

@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.dbs.etcd_phase import transitions
+from harness.dbs.etcd_phase import observations, transitions
 from workloads.etcd_membership import MIN_VOTERS, MembershipGen, moves
 from workloads.generator import Completion, Context, Op
 
@@ -58,3 +58,20 @@ def test_member_list_differences_become_phases() -> None:
     ]
     assert transitions(before, {"n1": False, "n2": False}) == [("n3", "removed", "stable")]
     assert transitions(before, before) == []
+
+
+def test_a_promotion_names_the_promoted_learner_as_joining() -> None:
+    """A fault at etcd's `stable` aimed at the joining peer had none named (it
+    fell to a random node, often a spare): the promoted learner, or a voter
+    added at once, is the joining peer; a removal names none."""
+    before = {"n1": False, "n2": False, "n3": False, "n4": True}
+    promoted = observations(before, before | {"n4": False}, "n1")
+    assert [(o["stage"], o["etcd_stage"], o["joining"]) for o in promoted] == [
+        ("stable", "promoted", ["n4"])
+    ]
+    assert promoted[0]["peers"] == ["n1", "n2", "n3", "n4"]
+    assert promoted[0]["old_peers"] == ["n1", "n2", "n3"]
+    added = observations(before, before | {"n5": False}, "n1")
+    assert [o["joining"] for o in added] == [["n5"]]
+    removed = observations(before, {"n1": False, "n2": False, "n4": True}, "n1")
+    assert [(o["etcd_stage"], o["joining"]) for o in removed] == [("removed", [])]

@@ -344,6 +344,27 @@ def test_a_pending_names_the_replicas_it_adds_to_the_last_stable() -> None:
     assert seen[1]["seen_wall"] >= seen[1]["wall"]
 
 
+def test_a_stable_stage_names_the_peers_its_change_brings_in() -> None:
+    """ember's stable event carries no old peers, so a fault at stable aimed
+    at the joining peer fell to a random node (explore of mix with drop-replies
+    and compact-kill: no 'stable/joining' cell in 80 runs). The watcher carries
+    the joining peers of the same change (token) from its earlier stage."""
+    seen: list[dict] = []
+    watcher = PhaseWatcher(None, ["n1"], "/x", seen.append)  # type: ignore[arg-type]
+
+    def stage(name: str, token: int, peers: list[str], old: list[str] | None) -> dict:
+        return {"kind": "change-stage", "group": "part-4", "stage": name, "token": token,
+                "peers": peers, "old_peers": old, "node": "n1", "wall": 1.0}  # fmt: skip
+
+    watcher.handle_event(stage("catching-up", 7, ["n1", "n2", "n4"], ["n1", "n2", "n3"]))
+    watcher.handle_event(stage("joint", 7, ["n1", "n2", "n4"], ["n1", "n2", "n3"]))
+    watcher.handle_event(stage("stable", 7, ["n1", "n2", "n4"], None))
+    watcher.handle_event(stage("stable", 8, ["n1", "n2"], None))  # another change: none
+    assert [(o["stage"], o["joining"]) for o in seen] == [
+        ("catching-up", ["n4"]), ("joint", ["n4"]), ("stable", ["n4"]), ("stable", []),
+    ]  # fmt: skip
+
+
 def test_a_plan_can_narrow_partitions_to_the_shapes_it_names() -> None:
     """nemesis_groupings: only the named shapes are drawn, whatever order the plan lists
     them in; an unknown or empty list is refused naming the shapes there are."""
