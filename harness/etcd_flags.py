@@ -89,8 +89,9 @@ KINDS: dict[str, str] = {
     **dict.fromkeys(_BOOLS.split(), "bool"),
     **dict.fromkeys(_DURATIONS.split(), "duration"),
 }
-# What Go's strconv.ParseBool takes.
-_GO_BOOLS = {"1", "t", "T", "TRUE", "true", "True", "0", "f", "F", "FALSE", "false", "False"}
+# What Go's strconv.ParseBool takes, and which of it means false.
+_GO_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+_GO_BOOLS = _GO_FALSE | {"1", "t", "T", "TRUE", "true", "True"}
 # Go's time.ParseDuration: "0", or one or more number-unit pairs ("1m30s", "1.5s").
 _GO_PAIR = r"(\d+(\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)"
 _GO_DURATION = re.compile(rf"0|({_GO_PAIR})+")
@@ -127,7 +128,7 @@ def setting_error(key: str, value: object) -> str | None:
 def _off(flag: str, text: str) -> bool:
     """Whether a refused flag's value leaves it as etcd's default does (off)."""
     if KINDS.get(flag) == "bool":
-        return text in {"0", "f", "F", "FALSE", "false", "False"}
+        return text in _GO_FALSE
     return text == ("off" if flag == "proxy" else "")
 
 

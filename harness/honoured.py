@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 # and harness-level settings the EmberDB reads (not passed to the node).
 EMBER_OWNED = frozenset({"id", "peers", "listen", "raft_listen", "data_dir", "seed", "config"})
 EMBER_HARNESS = frozenset({"bootstrap", "ember_bin", "partitions", "zone_partitions", "meta_nodes"})
-# Labels no node reads but reports and the pipeline group runs by (pipeline/extract.py).
 
 
 def refusal(plan: Plan, *, phases: bool = True) -> str | None:
