@@ -326,6 +326,8 @@ def _shrink_cmd(args: argparse.Namespace) -> int:
     )
 
     def on_run(s: RunSummary, kept: bool) -> None:
+        if args.no_progress:  # the steps and the outcome still print: they are the result
+            return
         print(
             f"  run {shrinker.runs}: {len(s.fault_kinds)} faults, {s.ops} ops: "
             f"{'still fails' if kept else 'passes or differs'} ({s.wall_s:.0f} s)",
@@ -428,5 +430,8 @@ def add_parser(subparsers: Any) -> None:
         type=_positive(int, "--max-runs"),
         default=MAX_RUNS,
         help=f"most candidate runs the search plays (default {MAX_RUNS})",
+    )
+    s.add_argument(
+        "--no-progress", action="store_true", help="no line per candidate run (steps still print)"
     )
     s.set_defaults(func=_shrink_cmd)

@@ -59,26 +59,34 @@ def summary_of(run_dir: Path, plan: plans.Plan) -> RunSummary:
 
 def onset_of(run_dir: Path, target: Target) -> float | None:
     """When the target anomaly happened, in history seconds, where its checker
-    says and the nodes share the harness's monotonic clock (the simulator):
-    the latest audit event an anomaly cites (`mono_ns`), or the `sim`
-    checker's time in simulated seconds. A hint: shrink plays a candidate
-    cut there and keeps it only if it still fails."""
+    says: the latest audit event an anomaly cites, by the instant the
+    checkers placed it at on the harness's clock (`wall`, the node's own
+    reading kept as `node_wall`), or the `sim` checker's time in simulated
+    seconds. Not by an event's `mono_ns`: that counts from its process's
+    start, so a node restarted mid-run reads seconds where the run is at
+    minutes. A hint: shrink plays a candidate cut there and keeps it only if
+    it still fails."""
     try:
         results = msgspec.json.decode((run_dir / "results.json").read_bytes())
         zero = msgspec.json.decode((run_dir / "timeline.json").read_bytes())
     except (OSError, msgspec.DecodeError):
         return None
-    zero_ns = zero.get("history_zero_mono_ns") if isinstance(zero, dict) else None
-    if not isinstance(zero_ns, int) or not zero.get("shared_monotonic"):
+    if not isinstance(zero, dict) or not zero.get("shared_monotonic"):
+        return None
+    zero_wall, zero_ns = zero.get("history_zero_wall"), zero.get("history_zero_mono_ns")
+    if not isinstance(zero_wall, (int, float)) or not isinstance(zero_ns, int):
         return None
     checker = (results.get("checkers") or {}).get(target[0]) or {}
     times = []
     for a in checker.get("anomalies") or []:
         if a.get("kind") != target[1]:
             continue
-        monos = [e["mono_ns"] for e in a.get("events") or [] if isinstance(e.get("mono_ns"), int)]
-        if monos:
-            times.append((max(monos) - zero_ns) / 1e9)
+        placed = [e["wall"] for e in a.get("events") or []
+                  if "node_wall" in e and isinstance(e.get("wall"), (int, float))]  # fmt: skip
+        if placed:
+            times.append(max(placed) - zero_wall)
         elif isinstance(a.get("time"), (int, float)) and a["time"] < 1e6:  # simulated seconds
-            times.append(float(a["time"]) - zero_ns / 1e9)
-    return min(times) if times else None
+            times.append(float(a["time"]) - zero_ns / 1e9)  # the loop's clock is the kernel's
+    # An anomaly can cite events from before the history began (the cluster's
+    # start): it happened at the start, not before it.
+    return max(0.0, min(times)) if times else None

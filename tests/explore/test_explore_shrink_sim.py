@@ -40,8 +40,9 @@ def test_explore_stops_at_a_planted_defect_and_shrink_keeps_its_rule(tmp_path: P
     assert summary is not None
     assert found.stdout.index("INVALID") < summary.start()  # the seed first
 
-    shrunk = _cli("shrink", str(run_dir), "--workers", "2")
+    shrunk = _cli("shrink", str(run_dir), "--workers", "2", "--no-progress")
     assert shrunk.returncode == 1, shrunk.stdout + shrunk.stderr
+    assert "  run 1:" not in shrunk.stdout  # --no-progress: no line per candidate
     assert "still fails with raft (joint-before-catchup)" in shrunk.stdout
     plan = json.loads((run_dir / "shrunk.json").read_text())
     original = json.loads((run_dir / "test.json").read_text())

@@ -224,12 +224,34 @@ def _run_dir(tmp_path: Path, anomalies: list[dict[str, object]], shared: bool = 
     return tmp_path
 
 
+def _placed(history_s: float, mono_ns: int) -> dict[str, object]:
+    """An audit event as the checkers leave it in results.json: `wall` placed on
+    the harness's clock (history zero at 1.7e9), the node's own reading kept."""
+    return {"mono_ns": mono_ns, "wall": 1.7e9 + history_s, "node_wall": 1.7e9 + history_s + 0.25}
+
+
 def test_the_onset_is_read_from_the_events_an_anomaly_cites(tmp_path: Path) -> None:
     cited = {"kind": "commit-without-quorum",
-             "events": [{"mono_ns": 4_000_000_000}, {"mono_ns": 5_500_000_000}]}  # fmt: skip
-    other = {"kind": "joint-skipped", "events": [{"mono_ns": 2_000_000_000}]}
+             "events": [_placed(3.0, 4_000_000_000), _placed(4.5, 5_500_000_000)]}  # fmt: skip
+    other = {"kind": "joint-skipped", "events": [_placed(1.0, 2_000_000_000)]}
     sim_time = {"kind": "commit-without-quorum", "time": 9.25}  # simulated seconds
     run = _run_dir(tmp_path, [other, sim_time, cited])
     assert onset_of(run, TARGET) == 4.5  # the earlier of 8.25 and 4.5; not the other rule's
     assert onset_of(run, ("raft", "leader-kept-without-quorum")) is None
     assert onset_of(_run_dir(tmp_path, [cited], shared=False), TARGET) is None
+
+
+def test_a_restarted_nodes_event_is_placed_by_the_harness_clock_not_its_mono(
+    tmp_path: Path,
+) -> None:
+    """mono_ns counts from the process's start: n3 restarted at 58 s writes 9 s
+    at 67 s of history (sim seed 15, election_timeout_ticks=3)."""
+    restarted = {"kind": "commit-without-quorum", "events": [_placed(66.5, 9_250_000_000)]}
+    assert onset_of(_run_dir(tmp_path, [restarted]), TARGET) == 66.5
+
+
+def test_an_anomaly_citing_events_from_before_the_history_is_at_its_start(
+    tmp_path: Path,
+) -> None:
+    early = {"kind": "commit-without-quorum", "events": [_placed(-0.001, 999_000_000)]}
+    assert onset_of(_run_dir(tmp_path, [early]), TARGET) == 0.0  # not -0.001 ("-0.0 s")
