@@ -133,7 +133,7 @@ def _ember_values(given: dict[str, Any], workloads: Iterable[str]) -> str | None
     plane would refuse a larger zone)."""
     from ember.runtime import ConfigError
     from ember.server import config_from_settings
-    from harness.db import EmberDB
+    from harness.db import ZONE_PARTITIONS, EmberDB
 
     node = {k: v for k, v in given.items() if k not in EMBER_HARNESS or k == "partitions"}
     try:
@@ -150,6 +150,14 @@ def _ember_values(given: dict[str, Any], workloads: Iterable[str]) -> str | None
     if asked is not None and not 1 <= asked <= db.partitions:
         return (f"--db-setting zone_partitions: must be in 1..{db.partitions} (the zone's "
                 f"partitions are some of the nodes' {db.partitions}), got {asked}")  # fmt: skip
+    if "change-peers" in workloads and asked is not None and asked >= db.partitions:
+        # change-peers moves only groups outside the zone (the zone's own move
+        # through its assignment keys): with none left it would have nothing.
+        default = f"the default zone_partitions, min({ZONE_PARTITIONS}, partitions)"
+        chose = "zone_partitions" if "zone_partitions" in given else default
+        return (f"--db-setting partitions={db.partitions}: the zone takes all of them "
+                f"({chose} = {asked}), leaving change-peers no group to move; give "
+                "partitions above zone_partitions")  # fmt: skip
     return None
 
 

@@ -87,6 +87,14 @@ CASES: dict[str, Any] = {
                                    "partitions=8"],
                                   lambda p: p.db_settings == {"zone_partitions": 7,
                                                               "partitions": 8}, on_etcd),
+    # The default mix's zone takes min(4, partitions): with 1 partition change-peers
+    # had no group and the run died (IndexError) after the cluster started.
+    "db-setting-zone-takes-all": _case(["--db-setting", "partitions=1"], lambda p: False,
+                                       lambda _b, _d: True),
+    "db-setting-one-partition-no-zone": _case(["--workload", "register,change-peers",
+                                               "--db-setting", "partitions=1"],
+                                              lambda p: p.db_settings == {"partitions": 1},
+                                              on_etcd),
     "db-setting-owned": _case(["--db-setting", "data_dir=/tmp/x"], lambda p: False,
                               lambda _b, _d: True),
     "db-setting-binary": _case(["--db-setting", "ember_bin=/opt/ember"],
