@@ -1,11 +1,12 @@
 """`store/index.html`: every run in a store, filterable and sortable.
 
 One row per run dir (`harness.store.iter_runs`): verdict, test name,
-workload, nemesis, seed, duration (the history's last event time, read
-from the file's tail so a huge history costs nothing), start date, and a
-link to its report. A text box filters rows, a select filters by verdict,
-and clicking a column header sorts by it; the page is small vanilla JS with
-no network access.
+workload, nemesis, the settings a plan changed (`--db-setting`,
+`--failpoint`: runs of one test under other timings must not look alike),
+seed, duration (the history's last event time, read from the file's tail
+so a huge history costs nothing), start date, and a link to its report. A
+text box filters rows, a select filters by verdict, and clicking a column
+header sorts by it; the page is small vanilla JS with no network access.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from harness.store import RunDir, iter_runs
 from reports.data import NS_PER_S, run_start_wall, validity_label
 
 _ESC = html.escape
-_COLUMNS = ("verdict", "test", "workload", "nemesis", "seed", "duration_s", "started", "ops")
+_COLUMNS = ("verdict", "test", "workload", "nemesis", "settings", "seed", "duration_s",
+            "started", "ops")  # fmt: skip
 
 
 def _read_json(path: Path) -> dict[str, Any]:
@@ -60,6 +62,11 @@ def run_row(run: RunDir, root: Path) -> dict[str, Any]:
     def joined(value: Any) -> str:
         return ",".join(map(str, value)) if isinstance(value, list) else str(value or "")
 
+    settings = plan.get("db_settings") if isinstance(plan.get("db_settings"), dict) else {}
+    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
+    failpoints = options.get("failpoints") if isinstance(options.get("failpoints"), dict) else {}
+    changed = [f"{k}={v}" for k, v in sorted(settings.items())]
+    changed += [f"failpoint {name}" for name in sorted(failpoints)]
     verdict = validity_label(results.get("valid")) if results else "unchecked"
     wall = run_start_wall(run)
     started = run.started if wall is None else _iso(wall)
@@ -69,6 +76,7 @@ def run_row(run: RunDir, root: Path) -> dict[str, Any]:
         "test": str(plan.get("name") or run.test_name),
         "workload": joined(plan.get("workload")),
         "nemesis": joined(plan.get("nemesis")),
+        "settings": " ".join(changed),
         "seed": plan.get("seed", results.get("seed")),
         "duration_s": history_duration_s(run.history),
         "started": started,

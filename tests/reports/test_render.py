@@ -266,3 +266,19 @@ def test_fault_coverage_counts_applied_faults_only(tmp_path: Path) -> None:
     assert "<td>kill</td><td>joint</td><td>primary</td><td>1</td>" in table
     assert "meta-leader" not in table
     assert "1 applied faults in 1 kind x phase x role cells" in page
+
+
+def test_index_names_the_settings_a_plan_changed(tmp_path: Path) -> None:
+    """Two runs of one test, one with a shorter election timeout and a planted
+    failpoint: the index tells them apart (it showed the same test, workload
+    and nemesis for both)."""
+    run = make_run(tmp_path, seed=3, ops=300)
+    plan = msgspec.json.decode(run.plan.read_bytes())
+    plan["db_settings"] = {"election_timeout_ticks": 3, "compact_every": 50}
+    plan["options"]["failpoints"] = {"raft.skip-catchup": {}}
+    run.plan.write_bytes(msgspec.json.encode(plan))
+    page, rows = render_index(tmp_path)
+    assert rows[0]["settings"] == (
+        "compact_every=50 election_timeout_ticks=3 failpoint raft.skip-catchup"
+    )
+    assert '<td data-col="settings"' in page
