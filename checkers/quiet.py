@@ -45,7 +45,8 @@ period long enough (the last fault or membership change ended at least
   removed replica that never learnt of its removal may campaign alone for
   ever (its RequestVotes go to voters that ignore them under their lease).
 - L3 availability: every client operation invoked in the quiet period
-  (after the last fault and membership change: the final reads) completes, `ok` or `fail`, within
+  (after the last fault and membership change and after the main phase's
+  `heal-all`: the final reads) completes, `ok` or `fail`, within
   `availability_bound_s` (default 5 s); an `info` (no answer: a timeout, a
   lost connection) or a slower completion is `unavailable-after-heal`. A
   `fail` is an answer: the cluster refused it (a node that is no longer a
@@ -128,12 +129,26 @@ def check_stability(
     return len(voters), late
 
 
+def main_phase_end(ctx: CheckContext, last_end: int) -> int:
+    """When the workload stopped: the main phase's `heal-all` completing, or the
+    last fault or change's end where later (a run without a nemesis has no
+    heal-all). The client ops invoked after it are the final reads and what
+    closes the watch chain. A fault the schedule healed before the time
+    limit leaves the workload running on after `last_end`: those ops meet a
+    cluster still recovering (a restarted node not yet listening refused
+    a watch 0.02 s after its start, sim seed 1017), not the quiet period."""
+    heals = [op.complete_time for op in ctx.operations
+             if op.f == "heal-all" and op.complete_time is not None]  # fmt: skip
+    return max([last_end, *heals])
+
+
 def _quiet_end(ctx: CheckContext, last_end: int, end: int) -> int:
-    """When the quiet period ended: the first client op invoked after the last
-    fault or change (the final reads), else the history's end. The runner
-    waits for the cluster to recover (every group led, every rebalance done)
-    before it sleeps the quiet period, so Q may start long after last_end."""
-    return min((op.invoke_time for op in _client_ops_from(ctx, last_end)), default=end)
+    """When the quiet period ended: the first client op invoked after the main
+    phase (the final reads), else the history's end. The runner waits for the
+    cluster to recover (every group led, every rebalance done) before it
+    sleeps the quiet period, so Q may start long after last_end."""
+    after = _client_ops_from(ctx, main_phase_end(ctx, last_end))
+    return min((op.invoke_time for op in after), default=end)
 
 
 def _client_ops_from(ctx: CheckContext, t: int) -> list[Operation]:
@@ -192,9 +207,10 @@ def _recovery_ns(audit: dict[str, list[dict[str, Any]]]) -> float:
     return RECOVERY_TIMEOUTS * max(timeouts, default=DEFAULT_ELECTION_TIMEOUT_NS)
 
 
-def check_availability(ctx: CheckContext, healed: int, out: list[Anomaly]) -> dict[str, Any]:
-    """L3 (module doc) on the ops invoked from `healed` on; returns figures."""
+def check_availability(ctx: CheckContext, last_end: int, out: list[Anomaly]) -> dict[str, Any]:
+    """L3 (module doc) on the ops invoked after the main phase; returns figures."""
     bound_ns = float(ctx.setting("availability_bound_s", DEFAULT_AVAILABILITY_BOUND_S)) * NS_PER_S
+    healed = main_phase_end(ctx, last_end)
     after = [op for op in _client_ops_from(ctx, healed) if op.f not in MEMBERSHIP_FS]
     late = 0
     for op in after:

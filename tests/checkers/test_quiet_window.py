@@ -91,3 +91,39 @@ def test_a_group_whose_membership_changed_only_in_the_recovery_is_judged(
     kinds = {a.kind for a in result.anomalies}
     assert ("leader-changed-in-quiet" in kinds) is judged, result.anomalies
     assert result.figures["stability-groups"] == (1 if judged else 0)
+
+
+def _early_heal(final: str) -> CheckerResult:
+    """A kill healed at 1 s, long before the time limit: the workload runs on to
+    8 s (a watch to the node still starting refused at 1.02 s), then the main
+    phase's heal-all (nothing left to heal), Q, and the final read."""
+    audit = _quiet().audit
+    assert audit is not None
+    h = HistoryBuilder()
+    h.op("nemesis", "kill", type_="info", dt=S // 2).op("nemesis", "start", dt=S // 2)
+    refused = "watch cut off: connection refused"
+    h.add(0, "invoke", "watch", dt=S // 50).add(0, "info", "watch", dt=S // 1000, error=refused)
+    for _ in range(7):
+        h.op(1, "read", dt=S // 2, key="k1")
+    h.op("nemesis", "heal-all", dt=S // 2)
+    h.add(2, "invoke", "read", dt=int(Q * S), key="k1").add(2, final, "read", dt=S // 100, key="k1")
+    events = [Event(**e) for e in h.events]
+    ctx = CheckContext(events=events, operations=pair(events), audit=audit,
+                       options={"history_zero_wall": ZERO, "quiet_s": Q})  # fmt: skip
+    return ConvergenceChecker().check(ctx)
+
+
+def test_l3_judges_the_final_reads_not_the_workload_running_on_after_an_early_heal() -> None:
+    """Sim seed 1017 (explore): 'watch invoked 0.02s into the quiet period got no
+    answer' for a watch the workload sent to a node restarted 0.02 s before."""
+    result = _early_heal("ok")
+    assert result.valid is True, result.anomalies
+    assert result.figures["ops-after-heal"] == 1  # the final read alone
+
+
+def test_l3_still_flags_a_final_read_without_an_answer() -> None:
+    result = _early_heal("info")
+    assert [a.kind for a in result.anomalies] == ["unavailable-after-heal"]
+    assert "read k1 invoked 10.00s into the quiet period got no answer" in (
+        result.anomalies[0].message
+    )
