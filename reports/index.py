@@ -62,9 +62,11 @@ def run_row(run: RunDir, root: Path) -> dict[str, Any]:
     def joined(value: Any) -> str:
         return ",".join(map(str, value)) if isinstance(value, list) else str(value or "")
 
-    settings = plan.get("db_settings") if isinstance(plan.get("db_settings"), dict) else {}
-    options = plan.get("options") if isinstance(plan.get("options"), dict) else {}
-    failpoints = options.get("failpoints") if isinstance(options.get("failpoints"), dict) else {}
+    def mapping(value: Any) -> dict[str, Any]:
+        return value if isinstance(value, dict) else {}
+
+    settings = mapping(plan.get("db_settings"))
+    failpoints = mapping(mapping(plan.get("options")).get("failpoints"))
     changed = [f"{k}={v}" for k, v in sorted(settings.items())]
     changed += [f"failpoint {name}" for name in sorted(failpoints)]
     verdict = validity_label(results.get("valid")) if results else "unchecked"
