@@ -35,7 +35,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,6 +91,9 @@ class Space:
     partition_roles: tuple[str, ...]  # the roles its partitions' groupings name
     timer: bool  # faults on the timer (nemesis mode periodic or both)
     phased: bool  # faults at phases (mode phase or both)
+    # The db's workload -> phases table (System.phases_reached), for a seed's
+    # own workloads; None: not declared, every phase counts.
+    phases_reached: Mapping[str, tuple[str, ...]] | None = None
 
     @classmethod
     def of(cls, base: plans.Plan, swarmed: bool = True) -> Space:
@@ -121,13 +124,18 @@ class Space:
                          groupings=opts.get("nemesis_groupings"), only=opts.get("nemesis_kinds"),
                          roles=roles, clocks=clocks_movable(base), maintenance=maintenance,
                          mix_maintenance=bool(system and system.maintenance_in_mix))  # fmt: skip
+        # Phases no workload of the plan reaches (a zone's pending without
+        # rebalance or cancel-race) are no cells to count, nor to steer toward.
+        reached = system.phases_of(base.workload) if system is not None else None
+        phases = tuple(p for p in drawn.phases if reached is None or p in reached)
         isolated = {"isolate-leader": ("group-leader",), "isolate-joining": ("joining",),
                     "isolate": drawn.roles}  # fmt: skip
         isolating = (r for g in drawn.groupings for r in isolated.get(g, (NONE,)))
         mode = opts.get("nemesis_mode", "both")
         return cls(
             kinds=drawn.drawable,
-            phases=drawn.phases,
+            phases=phases,
+            phases_reached=system.phases_reached if system is not None else None,
             targets=drawn.targets,
             partition_roles=tuple(dict.fromkeys(isolating)),
             timer=mode != "phase",
@@ -135,8 +143,13 @@ class Space:
         )
 
     def reachable(self, swarm: Swarm) -> list[Cell]:
-        """The coverage cells a run with this selection can hit."""
-        phases = (*(swarm.phases if self.phased else ()), *((TIMER,) if self.timer else ()))
+        """The coverage cells a run with this selection can hit: a seed that drew
+        `pending` but not the workloads that rebalance reaches no pending cell."""
+        at = swarm.phases
+        if swarm.workload and self.phases_reached is not None:
+            reached = {p for w in swarm.workload for p in self.phases_reached.get(w, ())}
+            at = tuple(p for p in at if p in reached)
+        phases = (*(at if self.phased else ()), *((TIMER,) if self.timer else ()))
         out = []
         for kind in swarm.kinds:
             if kind == "partition":

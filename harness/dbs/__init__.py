@@ -116,6 +116,13 @@ class System(Generic[D]):
         have = self.roles_in(plan.workload, plan.db_settings)
         return tuple(r for r in self.roles if r in have)
 
+    def phases_of(self, workload: Sequence[str]) -> tuple[str, ...] | None:
+        """The nemesis phases a run of `workload` reaches (`phases_reached`); None
+        where the db does not declare them (then every phase is trusted)."""
+        if self.phases_reached is None:
+            return None
+        return tuple(dict.fromkeys(p for w in workload for p in self.phases_reached.get(w, ())))
+
     def roles_named(self, plan: Plan) -> str:
         """`plan.db`, or where its workloads leave roles out, the db with them
         (for the messages of `nemesis.generator.fit_targets`)."""
