@@ -67,6 +67,10 @@ KNOWN: dict[str, str] = {
     "crash": "exit the process at once (like kill -9) at `point`: " + ", ".join(CRASH_POINTS),
 }
 
+# The failpoints that plant a defect (their description says so). The others
+# are faults: a harness heals them with the rest before its quiet period.
+PLANTED = frozenset(name for name, doc in KNOWN.items() if doc.startswith("planted:"))
+
 
 class FailpointError(ValueError):
     """A failpoint name or parameter is invalid."""

@@ -214,7 +214,9 @@ def add_plan_flags(p: argparse.ArgumentParser, default_backend: str | None) -> N
     p.add_argument("--nemesis-phases", metavar="PHASES",
                    help=f"phases that trigger faults: {', '.join(PHASES)}")  # fmt: skip
     p.add_argument("--failpoint", action="append", metavar="NAME[=JSON]",
-                   help="switch an ember failpoint on at every node from the start")  # fmt: skip
+                   help="switch an ember failpoint on at every node from the start (a fault's "
+                   "is healed at the heal-all before the quiet period, a planted defect's "
+                   "stays on)")  # fmt: skip
     p.add_argument("--meta-traffic", metavar="KINDS",
                    help="metastore traffic beyond get/put/invoke: all, none, or a list of "
                    f"{', '.join(TRAFFIC_KINDS)} (default: the system's own)")  # fmt: skip
