@@ -32,7 +32,10 @@ from checkers.raft_conf import Conf, conf_of, describe, has_majority
 from checkers.stats import fault_windows
 
 NS_PER_MS = 1_000_000
-_ENDS_LEADERSHIP = frozenset({"role", "step-down", "started", "stopping"})
+# A process's start, orderly stop, or exit at a crash failpoint (ember's
+# `crash` event, which no history op records) ends each of its leaderships.
+_PROCESS_ENDS = frozenset({"started", "stopping", "crash"})
+_ENDS_LEADERSHIP = frozenset({"role", "step-down", *_PROCESS_ENDS})
 
 
 def election_timeout_ns(audit: dict[str, list[dict[str, Any]]]) -> int | None:
@@ -104,7 +107,7 @@ def leaderships(audit: dict[str, list[dict[str, Any]]], at: Any) -> list[_Leader
         open_: dict[str, _Leadership] = {}
         for ev in audit[node]:
             kind, group, t = ev.get("kind"), ev.get("group"), at(ev)
-            if kind in ("started", "stopping") and group is None:
+            if kind in _PROCESS_ENDS and group is None:
                 for gone in open_.values():
                     gone.end = t
                 open_.clear()

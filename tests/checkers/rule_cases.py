@@ -115,8 +115,9 @@ def r10(planted: bool = True) -> Case:
     return Case(net.audit())
 
 
-def r11(step_down_s: float | None = None) -> Case:
-    """Leader n1 of part-1 isolated by a partition from 1 s to 5 s (T = 0.5 s)."""
+def r11(step_down_s: float | None = None, crash_s: float | None = None) -> Case:
+    """Leader n1 of part-1 isolated by a partition from 1 s to 5 s (T = 0.5 s);
+    `crash_s`: n1's process exits at a crash failpoint then (no history op says so)."""
     audit: Audit = {}
     for n in OLD:
         audit[n] = [
@@ -130,6 +131,8 @@ def r11(step_down_s: float | None = None) -> Case:
     if step_down_s is not None:
         audit["n1"].append({"kind": "step-down", "group": "part-1", "reason": "lost-quorum",
                             "term": 1, "wall": ZERO + step_down_s})  # fmt: skip
+    if crash_s is not None:
+        audit["n1"].append({"kind": "crash", "point": "after-persist", "wall": ZERO + crash_s})
     for n, evs in audit.items():
         for ev in evs:
             ev["node"] = n
@@ -302,6 +305,9 @@ CLEAN: dict[str, Callable[[], Case]] = {
     "R6": lambda: _change(None),
     "R10": lambda: r10(planted=False),
     "R11": lambda: r11(step_down_s=1.9),
+    # A leader dead at a --failpoint crash leads nothing (sim seed 71 called its
+    # leadership kept 20 s after the crash, into a partition).
+    "R11-crashed": lambda: r11(crash_s=0.8),
     "R12": lambda: r12(planted=False),
     "M-rules": lambda: _moved(),
     "M9": lambda: m9(planted=False),
