@@ -14,8 +14,9 @@ tables are small and always recomputed from every run). The tables:
 - unavailability: per membership change (audit events), the longest stretch
   without an ok client op, and how changes ended.
 - verdict_flips: plans (same test, seed and settings) whose verdict changed
-  from one version to the next (versions ordered by when first run).
-- flaky_seeds: plans whose runs of one version disagree (crashes aside).
+  from one build (version and git revision) to the next (ordered by when
+  first run).
+- flaky_seeds: plans whose runs of one build disagree (crashes aside).
 - coverage: fault kind x protocol phase, with zero rows for combinations
   never exercised.
 - trends: per night (date) x cell: runs, failure rate, p99.
@@ -143,9 +144,16 @@ def unavailability(changes: Any, runs: Any) -> Any:
 
 
 def _plan_verdicts(runs: Any) -> Any:
-    """One row per (plan, version): its runs' verdicts, crashes aside."""
+    """One row per (plan, build): its runs' verdicts, crashes aside. The build
+    is the version and, where the run recorded one, its git revision
+    (`0.1.0@9598add39913`): the package version stays one number across
+    commits, so runs of a regressing commit read as a flaky seed of 0.1.0
+    instead of a verdict that flipped from one commit to the next."""
+    known = F.col("git_rev").isNotNull() & (F.col("git_rev") != "unknown")
+    build = F.when(known, F.concat("version", F.lit("@"), "git_rev")).otherwise(F.col("version"))
     return (
         runs.where(F.col("valid") != CRASHED)
+        .withColumn("version", build)
         .groupBy("plan_key", "test", "seed", *GROUP)
         .agg(
             F.count("*").alias("runs"),

@@ -88,8 +88,10 @@ def render(tables: dict[str, Any], *, elapsed_s: float = 0.0) -> str:
     never = tables["coverage"]
     never = never[~never["exercised"]] if len(never) else never
     parts += [
-        _table("Flaky seeds (same plan and version, different verdicts)", tables["flaky_seeds"]),
-        _table("Verdicts that flipped between versions", tables["verdict_flips"]),
+        _table("Flaky seeds (same plan and build, different verdicts)", tables["flaky_seeds"]),
+        _table(
+            "Verdicts that flipped between builds (version@git revision)", tables["verdict_flips"]
+        ),
         _table(
             "Fault x phase combinations never exercised",
             never[["fault", "phase"]] if len(never) else never,

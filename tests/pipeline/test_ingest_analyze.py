@@ -215,3 +215,32 @@ def test_nightly_html_is_self_contained(lake: dict[str, Any]) -> None:
     assert "Flaky seeds" in page
     assert "flip" in page
     assert "Fault x phase combinations never exercised" in page
+
+
+def test_a_verdict_that_changed_between_commits_is_a_flip_not_a_flaky_seed(spark: Any) -> None:
+    """The package version is one number across commits (0.1.0): a plan valid at
+    commit a and invalid at commit b flipped; only runs of one commit that
+    disagree are flaky. Before, both commits read as one flaky 0.1.0."""
+    from pipeline.analyze import flaky_seeds, verdict_flips
+
+    cols = ("plan_key", "test", "seed", "db", "backend", "workload", "nemesis", "version",
+            "git_rev", "valid", "started")  # fmt: skip
+    cell = ("ember", "sim", "register", "mix")
+    one, two, old = (
+        ("k1", "mix", 15, *cell, "0.1.0"),
+        ("k2", "mix", 16, *cell, "0.1.0"),
+        ("k3", "old", 17, *cell, "1.0"),
+    )
+    rows = [(*one, "a", "true", "2026-12-07T22:44"), (*one, "b", "false", "2026-12-07T22:49"),
+            (*one, "b", "false", "2026-12-07T22:50"),
+            (*two, "b", "true", "x"), (*two, "b", "false", "y"),
+            (*old, "unknown", "true", "x"), (*old, None, "false", "y")]  # fmt: skip
+    runs = spark.createDataFrame(rows, ", ".join(f"{c} {'int' if c == 'seed' else 'string'}"
+                                                 for c in cols))  # fmt: skip
+    flips = verdict_flips(runs).toPandas()
+    flipped = [(r.test, r.from_version, r.from_verdict, r.to_version, r.to_verdict)
+               for r in flips.itertuples()]  # fmt: skip
+    assert flipped == [("mix", "0.1.0@a", "true", "0.1.0@b", "false")]
+    flaky = flaky_seeds(runs).toPandas()
+    assert sorted((r.test, r.version) for r in flaky.itertuples()) == [
+        ("mix", "0.1.0@b"), ("old", "1.0")]  # fmt: skip
