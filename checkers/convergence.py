@@ -167,11 +167,11 @@ class ConvergenceChecker:
         top = max(claims.values(), default=0)
         leaders = sorted(n for n, term in claims.items() if term == top)
         if len(leaders) != 1:
-            _flag(
-                out,
-                "leader-count",
-                f"{group} ends with {len(leaders)} leaders in term {top}: {leaders}",
-            )
+            # With none, "0 leaders in term 0" named a term no replica was in.
+            reached = max(end.term.values(), default=0)
+            said = (f"{len(leaders)} leaders in term {top}: {leaders}" if leaders else
+                    f"no leader (the highest term its replicas reached: {reached})")  # fmt: skip
+            _flag(out, "leader-count", f"{group} ends with {said}")
             return None
         leader = leaders[0]
         leader_conf = end.conf.get(leader, {})

@@ -102,6 +102,20 @@ def test_each_unconverged_end_state_is_flagged(kind: str) -> None:
     assert kind in {a.kind for a in result.anomalies}, result.anomalies
 
 
+def test_a_group_ending_leaderless_names_the_term_its_replicas_reached() -> None:
+    """Sim seed 61 (raft.message.drop on to the end) said "part-4 ends with 0
+    leaders in term 0: []", a term no replica was in."""
+    audit = _audit()
+    audit["n1"][2]["role"] = "follower"
+    messages = [a.message for a in _check(audit).anomalies if a.kind == "leader-count"]
+    assert messages == ["part-0 ends with no leader (the highest term its replicas reached: 3)"]
+    two = _audit()
+    two["n2"][2]["role"] = "leader"
+    assert "part-0 ends with 2 leaders in term 3: ['n1', 'n2']" in [
+        a.message for a in _check(two).anomalies
+    ]
+
+
 def test_no_audit_events_is_unknown() -> None:
     """Without audit logs convergence cannot be judged."""
     assert _check(None).valid == "unknown"
