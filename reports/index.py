@@ -20,6 +20,7 @@ from typing import Any
 import msgspec
 
 from harness.store import RunDir, iter_runs
+from harness.version import VERSION_LABELS
 from reports.data import NS_PER_S, run_start_wall, validity_label
 
 _ESC = html.escape
@@ -67,7 +68,8 @@ def run_row(run: RunDir, root: Path) -> dict[str, Any]:
 
     settings = mapping(plan.get("db_settings"))
     failpoints = mapping(mapping(plan.get("options")).get("failpoints"))
-    changed = [f"{k}={v}" for k, v in sorted(settings.items())]
+    # Version labels older plans kept in db_settings are no setting of the db.
+    changed = [f"{k}={v}" for k, v in sorted(settings.items()) if k not in VERSION_LABELS]
     changed += [f"failpoint {name}" for name in sorted(failpoints)]
     verdict = validity_label(results.get("valid")) if results else "unchecked"
     wall = run_start_wall(run)

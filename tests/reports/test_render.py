@@ -274,7 +274,7 @@ def test_index_names_the_settings_a_plan_changed(tmp_path: Path) -> None:
     and nemesis for both)."""
     run = make_run(tmp_path, seed=3, ops=300)
     plan = msgspec.json.decode(run.plan.read_bytes())
-    plan["db_settings"] = {"election_timeout_ticks": 3, "compact_every": 50}
+    plan["db_settings"] = {"election_timeout_ticks": 3, "compact_every": 50, "version": "1.0"}
     plan["options"]["failpoints"] = {"raft.skip-catchup": {}}
     run.plan.write_bytes(msgspec.json.encode(plan))
     page, rows = render_index(tmp_path)
