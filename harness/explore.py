@@ -52,6 +52,7 @@ from harness.coverage import (
     landing,
     role_of,
 )
+from harness.dbs import phases_reached_by
 from nemesis.generator import HEAL_OF, MIX_TARGETS, PHASES, aims
 from nemesis.targets import ROLE_TARGETS
 
@@ -147,7 +148,7 @@ class Space:
         `pending` but not the workloads that rebalance reaches no pending cell."""
         at = swarm.phases
         if swarm.workload and self.phases_reached is not None:
-            reached = {p for w in swarm.workload for p in self.phases_reached.get(w, ())}
+            reached = phases_reached_by(self.phases_reached, swarm.workload)
             at = tuple(p for p in at if p in reached)
         phases = (*(at if self.phased else ()), *((TIMER,) if self.timer else ()))
         out = []

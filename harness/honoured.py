@@ -182,12 +182,8 @@ def _phases(plan: Plan) -> str | None:
             return (f"--nemesis-phases {phase}: {plan.db} has no {phase} phase "
                     f"(its changes reach {', '.join(anywhere) or 'none'})")  # fmt: skip
     mode = plan.options.get("nemesis_mode", "both")
-    system = SYSTEMS.get(plan.db)
-    implicit = (
-        named is not None
-        and system is not None
-        and (list(named) == list(system.default_phases or ()))
-    )  # set by `faultline run` itself when none were named
+    # Named by `faultline run` itself when none were:
+    implicit = named is not None and list(named) == list(system.default_phases or ())
     asked = mode == "phase" or (named is not None and not implicit and mode != "periodic")
     if not plan.nemesis or not asked:
         return None
@@ -195,7 +191,7 @@ def _phases(plan: Plan) -> str | None:
         wanted = set(named)
     else:
         wanted = set(anywhere) if MIX in plan.nemesis else set(DEFAULT_PHASES)
-    if wanted & {p for w in plan.workload for p in reached_by.get(w, ())}:
+    if wanted & set(system.phases_of(plan.workload) or ()):
         return None
     movers = " or ".join(reached_by) or "nothing"
     return (f"phase-aimed faults ({', '.join(sorted(wanted))}) need a workload that reaches "

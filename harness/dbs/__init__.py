@@ -121,7 +121,7 @@ class System(Generic[D]):
         where the db does not declare them (then every phase is trusted)."""
         if self.phases_reached is None:
             return None
-        return tuple(dict.fromkeys(p for w in workload for p in self.phases_reached.get(w, ())))
+        return phases_reached_by(self.phases_reached, workload)
 
     def roles_named(self, plan: Plan) -> str:
         """`plan.db`, or where its workloads leave roles out, the db with them
@@ -133,6 +133,13 @@ class System(Generic[D]):
     def default_workload(self) -> tuple[str, ...]:
         """The workloads of a run that names none."""
         return self.workloads if self.default_workloads is None else self.default_workloads
+
+
+def phases_reached_by(
+    table: Mapping[str, tuple[str, ...]], workload: Sequence[str]
+) -> tuple[str, ...]:
+    """The phases `table` (a System's `phases_reached`) says `workload` reaches."""
+    return tuple(dict.fromkeys(p for w in workload for p in table.get(w, ())))
 
 
 def register_keys(plan: Plan) -> int:
