@@ -58,7 +58,7 @@ from typing import Any
 from checkers.api import UNKNOWN, Anomaly, CheckContext, CheckerResult, verdict
 from checkers.assignments import peers_of, replay_partitions
 from checkers.history import Operation
-from checkers.quiet import check_availability, check_stability
+from checkers.quiet import check_availability, check_stability, main_phase_end
 from checkers.stats import change_windows, fault_windows
 
 DEFAULT_QUIET_S = 5.0
@@ -110,8 +110,9 @@ class ConvergenceChecker:
             if final is not None:
                 voters[group] = final
                 at_collection += all(n in groups[group].collected for n in final)
-        judged, late = check_stability(ctx, voters, last_end, quiet_s, out)
-        figures = check_availability(ctx, last_end, out)
+        main_end = main_phase_end(ctx, last_end)
+        judged, late = check_stability(ctx, voters, last_end, main_end, quiet_s, out)
+        figures = check_availability(ctx, main_end, out)
         return verdict(self.name, out, groups=len(groups), partitions=len(stable),
                        **{"stability-groups": judged, "stability-late-followers": late,
                           "replicas-unobserved": len(unobserved), "unobserved": unobserved,

@@ -75,18 +75,20 @@ def check_stability(
     ctx: CheckContext,
     voters: dict[str, set[str]],
     last_end: int,
+    main_end: int,
     quiet_s: float,
     out: list[Anomaly],
 ) -> tuple[int, int]:
-    """L2 (module doc); how many groups it judged (-1 when events cannot be
-    placed) and how many late followers it let pass."""
+    """L2 (module doc), `main_end` being `main_phase_end`; how many groups it
+    judged (-1 when events cannot be placed) and how many late followers it
+    let pass."""
     assert ctx.audit is not None
     at = history_clock(ctx.setting("history_zero_wall"), ctx.audit)
     if at is None:
         return -1, 0
     quiet_ns = quiet_s * NS_PER_S
     end = ctx.events[-1].time if ctx.events else 0
-    quiet_end = _quiet_end(ctx, last_end, end)
+    quiet_end = _quiet_end(ctx, main_end, end)
     start = int(max(last_end + max(quiet_ns / 2, _recovery_ns(ctx.audit)),
                     quiet_end - quiet_ns / 2))  # fmt: skip
     if start >= end:
@@ -142,13 +144,12 @@ def main_phase_end(ctx: CheckContext, last_end: int) -> int:
     return max([last_end, *heals])
 
 
-def _quiet_end(ctx: CheckContext, last_end: int, end: int) -> int:
+def _quiet_end(ctx: CheckContext, main_end: int, end: int) -> int:
     """When the quiet period ended: the first client op invoked after the main
     phase (the final reads), else the history's end. The runner waits for the
     cluster to recover (every group led, every rebalance done) before it
     sleeps the quiet period, so Q may start long after last_end."""
-    after = _client_ops_from(ctx, main_phase_end(ctx, last_end))
-    return min((op.invoke_time for op in after), default=end)
+    return min((op.invoke_time for op in _client_ops_from(ctx, main_end)), default=end)
 
 
 def _client_ops_from(ctx: CheckContext, t: int) -> list[Operation]:
@@ -207,10 +208,10 @@ def _recovery_ns(audit: dict[str, list[dict[str, Any]]]) -> float:
     return RECOVERY_TIMEOUTS * max(timeouts, default=DEFAULT_ELECTION_TIMEOUT_NS)
 
 
-def check_availability(ctx: CheckContext, last_end: int, out: list[Anomaly]) -> dict[str, Any]:
-    """L3 (module doc) on the ops invoked after the main phase; returns figures."""
+def check_availability(ctx: CheckContext, healed: int, out: list[Anomaly]) -> dict[str, Any]:
+    """L3 (module doc) on the ops invoked from `healed` (`main_phase_end`) on;
+    returns figures."""
     bound_ns = float(ctx.setting("availability_bound_s", DEFAULT_AVAILABILITY_BOUND_S)) * NS_PER_S
-    healed = main_phase_end(ctx, last_end)
     after = [op for op in _client_ops_from(ctx, healed) if op.f not in MEMBERSHIP_FS]
     late = 0
     for op in after:
